@@ -1,0 +1,1 @@
+"""tf.distribute strategy construction."""

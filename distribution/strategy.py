@@ -1,0 +1,125 @@
+"""One factory for every tf.distribute strategy the suite runs under.
+
+The TPU path is kept thin on purpose: it differs from the others only in how
+the cluster is found and initialised; the training loop is the same code.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+KINDS = ('tpu', 'multi_worker', 'mirrored', 'one_device', 'default')
+
+
+def split_cpu(num_devices: int) -> None:
+  """Splits the host CPU into `num_devices` logical devices.
+
+  Must run before TensorFlow initialises its devices (before the first op).
+
+  Args:
+    num_devices: how many logical CPU devices to expose.
+
+  Raises:
+    RuntimeError: if TensorFlow has already initialised its devices.
+  """
+  cpus = tf.config.list_physical_devices('CPU')
+  current = tf.config.get_logical_device_configuration(cpus[0])
+  if current is not None and len(current) == num_devices:
+    return
+  try:
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_devices)
+  except RuntimeError as e:
+    raise RuntimeError(
+        f'Cannot split the CPU into {num_devices} logical devices: TensorFlow '
+        'is already initialised. Set num_cpu_devices before any TensorFlow op '
+        f'runs. ({e})') from e
+
+
+def resolve_tpu(tpu: str):
+  """Returns a TPUClusterResolver for a TPU name, grpc:// address or 'local'."""
+  return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+
+
+def make_strategy(*, kind: str = 'default', tpu: str | None = None,
+                  num_cpu_devices: int = 0,
+                  collective: str = 'auto') -> tf.distribute.Strategy:
+  """Builds the strategy a run trains under.
+
+  Args:
+    kind: one of 'tpu', 'multi_worker', 'mirrored', 'one_device', 'default'.
+    tpu: TPU name, grpc address or 'local' (kind 'tpu' only).
+    num_cpu_devices: for 'mirrored' without GPUs, split the CPU into this many
+      logical devices (0 keeps one device per GPU, or the single CPU).
+    collective: 'auto', 'ring' or 'nccl' for multi_worker all-reduce.
+
+  Returns:
+    The strategy.
+
+  Raises:
+    ValueError: on an unknown kind, a missing TPU name or a missing TF_CONFIG.
+  """
+  if kind not in KINDS:
+    raise ValueError(f'Unknown strategy kind {kind!r}; choose one of {KINDS}.')
+  if kind == 'tpu':
+    if not tpu:
+      raise ValueError("Strategy 'tpu' needs --tpu=NAME (a TPU name, a "
+                       "grpc:// address or 'local').")
+    resolver = resolve_tpu(tpu)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  if kind == 'multi_worker':
+    if 'TF_CONFIG' not in os.environ:
+      raise ValueError("Strategy 'multi_worker' reads the cluster from the "
+                       'TF_CONFIG environment variable, which is not set.')
+    json.loads(os.environ['TF_CONFIG'])  # A malformed TF_CONFIG fails here.
+    implementation = {
+        'auto': tf.distribute.experimental.CommunicationImplementation.AUTO,
+        'ring': tf.distribute.experimental.CommunicationImplementation.RING,
+        'nccl': tf.distribute.experimental.CommunicationImplementation.NCCL,
+    }[collective]
+    return tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=implementation))
+  if kind == 'mirrored':
+    gpus = tf.config.list_physical_devices('GPU')
+    if gpus:
+      return tf.distribute.MirroredStrategy()
+    if num_cpu_devices:
+      split_cpu(num_cpu_devices)
+    devices = [d.name for d in tf.config.list_logical_devices('CPU')]
+    return tf.distribute.MirroredStrategy(
+        devices=devices,
+        cross_device_ops=tf.distribute.ReductionToOneDevice()
+        if len(devices) == 1 else None)
+  if kind == 'one_device':
+    device = '/gpu:0' if tf.config.list_physical_devices('GPU') else '/cpu:0'
+    return tf.distribute.OneDeviceStrategy(device)
+  return tf.distribute.get_strategy()
+
+
+def per_replica_batch_size(global_batch_size: int, num_replicas: int,
+                           what: str = 'global_batch_size') -> int:
+  """Splits a global batch evenly over replicas.
+
+  Raises:
+    ValueError: if the batch does not divide by the replica count.
+  """
+  if global_batch_size % num_replicas:
+    raise ValueError(
+        f'`{what}` ({global_batch_size}) must be divisible by the number of '
+        f'replicas ({num_replicas}); pick a multiple of {num_replicas}.')
+  return global_batch_size // num_replicas
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """True on the worker that writes logs, summaries and checkpoints."""
+  resolver = getattr(strategy, 'cluster_resolver', None)
+  if resolver is None or not isinstance(
+      strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  return task_type in (None, 'chief') or (task_type == 'worker' and
+                                          task_id == 0)

@@ -1,0 +1,1 @@
+"""Host input pipelines (tf.data), one module per data format."""

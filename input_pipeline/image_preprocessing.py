@@ -1,0 +1,95 @@
+"""ResNet image preprocessing: fused JPEG decode+crop, flip, normalisation.
+
+Randomness is stateless and keyed by (seed, example index), so a given example
+gets the same crop whatever the thread scheduling, and a resumed run sees the
+same augmentation as an uninterrupted one.
+"""
+
+import tensorflow as tf
+
+# ImageNet RGB statistics on the 0..255 scale (the MLPerf reference values).
+MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+# Eval keeps the central 224/256 of the shorter side, as the reference does.
+EVAL_CROP_FRACTION = 224 / 256
+
+
+def normalize(image: tf.Tensor) -> tf.Tensor:
+  """Float32 image scaled by the ImageNet mean and stddev."""
+  image = tf.cast(image, tf.float32)
+  return (image - tf.constant(MEAN_RGB)) / tf.constant(STDDEV_RGB)
+
+
+def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
+  return tf.image.resize(image, [image_size, image_size],
+                         method=tf.image.ResizeMethod.BILINEAR,
+                         antialias=False)
+
+
+def _distorted_box(shape, seed, *, min_object_covered, area_range,
+                   aspect_ratio_range, max_attempts):
+  """A random crop window (offset_y, offset_x, height, width) for `shape`."""
+  whole_image = tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4])
+  begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+      shape, bounding_boxes=whole_image, seed=seed,
+      min_object_covered=min_object_covered,
+      aspect_ratio_range=aspect_ratio_range, area_range=area_range,
+      max_attempts=max_attempts, use_image_if_no_bounding_boxes=True)
+  return tf.stack([begin[0], begin[1], size[0], size[1]])
+
+
+def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
+                flip: bool = True, min_object_covered: float = 0.1,
+                area_range=(0.08, 1.0), aspect_ratio_range=(0.75, 1.33),
+                max_attempts: int = 10,
+                decoded: bool = False) -> tf.Tensor:
+  """Random-crop, resize, flip and normalise one training image.
+
+  Args:
+    image_bytes: JPEG bytes, or a decoded uint8 HxWx3 image if `decoded`.
+    seed: int64 [2] stateless seed for this example.
+    image_size: output height and width.
+    flip: random left-right flip.
+    min_object_covered: `sample_distorted_bounding_box` argument.
+    area_range: fraction of the image area the crop may cover.
+    aspect_ratio_range: crop aspect ratio range.
+    max_attempts: attempts before falling back to the whole image.
+    decoded: the input is already decoded (decoded-image cache).
+
+  Returns:
+    float32 [image_size, image_size, 3].
+  """
+  crop_seed, flip_seed = tf.unstack(
+      tf.random.experimental.stateless_split(seed, num=2))
+  shape = (tf.shape(image_bytes)[:3] if decoded else
+           tf.image.extract_jpeg_shape(image_bytes))
+  window = _distorted_box(shape, crop_seed,
+                          min_object_covered=min_object_covered,
+                          area_range=area_range,
+                          aspect_ratio_range=aspect_ratio_range,
+                          max_attempts=max_attempts)
+  if decoded:
+    image = tf.image.crop_to_bounding_box(image_bytes, window[0], window[1],
+                                          window[2], window[3])
+  else:
+    # One op decodes only the crop window: the fused path the TPU reference
+    # uses, which skips most of the IDCT work for small crops.
+    image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
+  image = _resize(image, image_size)
+  if flip:
+    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+  return normalize(image)
+
+
+def eval_image(image_bytes: tf.Tensor, *, image_size: int,
+               crop_fraction: float = EVAL_CROP_FRACTION) -> tf.Tensor:
+  """Central crop of `crop_fraction` of the shorter side, resize, normalise."""
+  shape = tf.image.extract_jpeg_shape(image_bytes)
+  height, width = shape[0], shape[1]
+  crop = tf.cast(crop_fraction * tf.cast(tf.minimum(height, width),
+                                         tf.float32), tf.int32)
+  offset_y = (height - crop + 1) // 2
+  offset_x = (width - crop + 1) // 2
+  window = tf.stack([offset_y, offset_x, crop, crop])
+  image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
+  return normalize(_resize(image, image_size))

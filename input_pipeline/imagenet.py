@@ -1,0 +1,254 @@
+"""ImageNet TFRecords in the TPU schema: the ResNet train and eval pipelines.
+
+Schema (as the TPU reference's converter writes it): `image/encoded` (JPEG
+bytes) and `image/class/label` (int64, 1..1000: label 0 is reserved for
+"background" in that schema). `label_offset` (default 1) is subtracted so the
+model sees 0..num_classes-1.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from input_pipeline import image_preprocessing
+from input_pipeline import records
+
+IMAGE_KEY = 'image/encoded'
+LABEL_KEY = 'image/class/label'
+FEATURES = {
+    IMAGE_KEY: tf.io.FixedLenFeature((), tf.string),
+    LABEL_KEY: tf.io.FixedLenFeature((), tf.int64),
+}
+CACHE_MODES = ('none', 'raw', 'decoded')
+BAD_IMAGE_POLICIES = ('fail', 'skip')
+
+
+class ImageNetInput:
+  """Builds per-host train and eval datasets for image classification."""
+
+  def __init__(self, *, data_dir: str = '', train_pattern: str = 'train-*',
+               eval_pattern: str = 'validation-*',
+               image_size: int = 224, num_classes: int = 1000,
+               label_offset: int = 1, cache: str = 'raw',
+               eval_cache: bool = True, shuffle_buffer: int = 16384,
+               interleave_cycle: int = 64, deterministic: bool = False,
+               seed: int = 0, flip: bool = True,
+               min_object_covered: float = 0.1,
+               area_range: tuple[float, float] = (0.08, 1.0),
+               on_bad_image: str = 'fail', synthetic: bool = False,
+               threads: int = 0):
+    """Args:
+      data_dir: folder (local or gs://) holding the TFRecords.
+      train_pattern: glob of the training files inside data_dir.
+      eval_pattern: glob of the evaluation files inside data_dir.
+      image_size: model input height and width.
+      num_classes: number of classes the model predicts.
+      label_offset: subtracted from `image/class/label` (1 for the TPU schema).
+      cache: 'none', 'raw' (encoded records in memory) or 'decoded' (decoded
+        images in memory: for hosts with few images each).
+      eval_cache: keep preprocessed eval batches in memory after the first eval.
+      shuffle_buffer: records in the shuffle buffer.
+      interleave_cycle: files read in parallel.
+      deterministic: reproducible element order (slower; for tests/resume).
+      seed: seed of shuffling and augmentation.
+      flip: random left-right flips in training.
+      min_object_covered: crop argument of `sample_distorted_bounding_box`.
+      area_range: crop area range of `sample_distorted_bounding_box`.
+      on_bad_image: 'fail' (stop naming the record) or 'skip' (drop and count).
+      synthetic: random tensors instead of files, for throughput runs.
+      threads: private tf.data thread pool size (0: TensorFlow's default).
+    """
+    if cache not in CACHE_MODES:
+      raise ValueError(f'`cache` must be one of {CACHE_MODES}, got {cache!r}.')
+    if on_bad_image not in BAD_IMAGE_POLICIES:
+      raise ValueError(f'`on_bad_image` must be one of {BAD_IMAGE_POLICIES}, '
+                       f'got {on_bad_image!r}.')
+    self.train_files = os.path.join(data_dir, train_pattern)
+    self.eval_files = os.path.join(data_dir, eval_pattern)
+    self.image_size, self.num_classes = image_size, num_classes
+    self.label_offset = label_offset
+    self.cache, self.eval_cache = cache, eval_cache
+    self.shuffle_buffer, self.interleave_cycle = shuffle_buffer, interleave_cycle
+    self.deterministic, self.seed, self.flip = deterministic, seed, flip
+    self.min_object_covered, self.area_range = min_object_covered, area_range
+    self.on_bad_image, self.synthetic, self.threads = (on_bad_image, synthetic,
+                                                       threads)
+    self._eval_counts = {}
+
+  # -- Checks run before any compute ---------------------------------------
+
+  def check(self) -> None:
+    """Fails fast on missing files or a wrong schema."""
+    if self.synthetic:
+      return
+    for pattern in (self.train_files, self.eval_files):
+      files = records.list_files(pattern)
+      records.check_features(files[0], FEATURES)
+
+  # -- Datasets ---------------------------------------------------------------
+
+  def _options(self) -> tf.data.Options:
+    options = tf.data.Options()
+    options.deterministic = self.deterministic
+    if self.threads:
+      options.threading.private_threadpool_size = self.threads
+    options.autotune.enabled = True
+    return options
+
+  def _parse(self, raw):
+    parsed = tf.io.parse_single_example(raw, FEATURES)
+    label = tf.cast(parsed[LABEL_KEY] - self.label_offset, tf.int32)
+    return parsed[IMAGE_KEY], label
+
+  def _raw_records(self, input_context, pattern, *, shuffle_files):
+    files, record_shard = records.host_shard(records.list_files(pattern),
+                                             input_context)
+    ds = records.interleave_files(
+        files, cycle_length=self.interleave_cycle,
+        deterministic=self.deterministic,
+        shuffle_seed=self.seed if shuffle_files else None)
+    if record_shard:
+      ds = ds.shard(*record_shard)
+    return ds
+
+  def _drop_bad(self, ds):
+    return ds.ignore_errors(log_warning=True) if self.on_bad_image == 'skip' \
+        else ds
+
+  def train_dataset(self, input_context: tf.distribute.InputContext, *,
+                    global_batch_size: int, start_step: int = 0):
+    """Per-host training batches, starting at training step `start_step`.
+
+    The stream is a pure function of the seed in deterministic mode, so a run
+    resumed at step s skips exactly the records the first s steps consumed.
+    """
+    batch = input_context.get_per_replica_batch_size(global_batch_size)
+    if self.synthetic:
+      return self._synthetic(batch)
+    replicas_per_host = (input_context.num_replicas_in_sync //
+                         input_context.num_input_pipelines)
+    skip = start_step * batch * replicas_per_host
+    image_size = self.image_size
+    decoded = self.cache == 'decoded'
+
+    ds = self._raw_records(input_context, self.train_files, shuffle_files=True)
+    ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if decoded:
+      ds = self._drop_bad(ds.map(
+          lambda img, label: (tf.io.decode_jpeg(img, channels=3), label),
+          num_parallel_calls=tf.data.AUTOTUNE))
+    if self.cache != 'none':
+      ds = ds.cache()
+    ds = ds.shuffle(self.shuffle_buffer, seed=self.seed,
+                    reshuffle_each_iteration=True).repeat()
+    # The index keys each example's augmentation seed; it is taken before the
+    # skip so that a resumed run draws the same crops as an uninterrupted one.
+    ds = ds.enumerate().skip(skip)
+
+    def preprocess(index, example):
+      image, label = example
+      seed = tf.stack([tf.constant(self.seed, tf.int64), index])
+      image = image_preprocessing.train_image(
+          image, seed, image_size=image_size, flip=self.flip,
+          min_object_covered=self.min_object_covered,
+          area_range=self.area_range, decoded=decoded)
+      return {'image': image, 'label': label}
+
+    ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=self.deterministic)
+    if not decoded:
+      ds = self._drop_bad(ds)
+    ds = ds.batch(batch, drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
+
+  def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
+    """Eval steps so that every host covers all its examples once."""
+    if self.synthetic:
+      return 1
+    counts = self.eval_counts(num_pipelines)
+    per_host_batch = global_batch_size // num_pipelines
+    return records.eval_steps(counts, per_host_batch)
+
+  def eval_counts(self, num_pipelines: int) -> list[int]:
+    """Eval examples each input pipeline holds (counted once, then cached)."""
+    if num_pipelines not in self._eval_counts:
+      self._eval_counts[num_pipelines] = records.per_host_counts(
+          records.list_files(self.eval_files), num_pipelines)
+    return self._eval_counts[num_pipelines]
+
+  def num_eval_examples(self) -> int:
+    if self.synthetic:
+      return 0
+    return sum(self.eval_counts(1))
+
+  def eval_dataset(self, input_context: tf.distribute.InputContext, *,
+                   global_batch_size: int, steps: int):
+    """Per-host eval batches covering each example once, padded with mask 0.
+
+    Every replica receives exactly `steps` batches; padding examples have an
+    all-zero image and `mask` 0, real ones `mask` 1.
+    """
+    batch = input_context.get_per_replica_batch_size(global_batch_size)
+    if self.synthetic:
+      return self._synthetic(batch, mask=True)
+    replicas_per_host = (input_context.num_replicas_in_sync //
+                         input_context.num_input_pipelines)
+    total = steps * batch * replicas_per_host
+    image_size = self.image_size
+
+    ds = self._raw_records(input_context, self.eval_files, shuffle_files=False)
+
+    def preprocess(raw):
+      image_bytes, label = self._parse(raw)
+      image = image_preprocessing.eval_image(image_bytes,
+                                             image_size=image_size)
+      return {'image': image, 'label': label, 'mask': tf.constant(1.0)}
+
+    ds = self._drop_bad(ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE,
+                               deterministic=True))
+    padding = tf.data.Dataset.from_tensors({
+        'image': tf.zeros([image_size, image_size, 3], tf.float32),
+        'label': tf.constant(0, tf.int32),
+        'mask': tf.constant(0.0),
+    }).repeat()
+    ds = ds.concatenate(padding).take(total).batch(batch, drop_remainder=True)
+    if self.eval_cache:
+      ds = ds.cache()
+    options = self._options()
+    options.deterministic = True
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+  def _synthetic(self, batch: int, mask: bool = False):
+    rng = np.random.default_rng(self.seed)
+    element = {
+        'image': tf.constant(rng.standard_normal(
+            (batch, self.image_size, self.image_size, 3), np.float32)),
+        'label': tf.constant(rng.integers(0, self.num_classes, (batch,),
+                                          np.int32)),
+    }
+    if mask:
+      element['mask'] = tf.ones([batch], tf.float32)
+    return tf.data.Dataset.from_tensors(element).repeat()
+
+  # -- Diagnosis --------------------------------------------------------------
+
+  def find_undecodable(self, limit: int = 5) -> list[str]:
+    """Scans train and eval files for images JPEG decoding rejects.
+
+    Returns:
+      Up to `limit` descriptions "file, record N: error".
+    """
+    bad = []
+    for pattern in (self.train_files, self.eval_files):
+      for path in records.list_files(pattern):
+        for i, raw in enumerate(tf.data.TFRecordDataset([path])):
+          parsed = tf.io.parse_single_example(raw, FEATURES)
+          try:
+            tf.io.decode_jpeg(parsed[IMAGE_KEY], channels=3)
+          except (tf.errors.InvalidArgumentError, ValueError) as e:
+            bad.append(f'{path}, record {i}: {e.message.splitlines()[0]}'
+                       if hasattr(e, 'message') else f'{path}, record {i}')
+            if len(bad) >= limit:
+              return bad
+    return bad

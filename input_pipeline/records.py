@@ -1,0 +1,87 @@
+"""TFRecord file discovery, per-host sharding and validation."""
+
+import math
+
+import tensorflow as tf
+
+
+def list_files(file_pattern: str) -> list[str]:
+  """Sorted files matching a glob (local or gs://).
+
+  Raises:
+    FileNotFoundError: naming the glob when nothing matches.
+  """
+  files = sorted(tf.io.gfile.glob(file_pattern))
+  if not files:
+    raise FileNotFoundError(
+        f'No input files match {file_pattern!r}. Check the DATA_DIR gin macro '
+        'or build the data first (see README).')
+  return files
+
+
+def host_shard(files: list[str],
+               input_context: tf.distribute.InputContext | None):
+  """This input pipeline's files and, when files are fewer than hosts, a record shard.
+
+  Returns:
+    (files, record_shard) where record_shard is None (shard by file) or
+    (num_shards, index) to apply to the records of all files.
+  """
+  if input_context is None or input_context.num_input_pipelines == 1:
+    return files, None
+  n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
+  if len(files) >= n:
+    return files[i::n], None
+  return files, (n, i)
+
+
+def per_host_counts(files: list[str], num_pipelines: int) -> list[int]:
+  """Records each input pipeline reads under `host_shard`, for every pipeline."""
+  if len(files) >= num_pipelines:
+    return [count_records(files[i::num_pipelines]) for i in range(num_pipelines)]
+  total = count_records(files)
+  return [len(range(i, total, num_pipelines)) for i in range(num_pipelines)]
+
+
+def count_records(files: list[str]) -> int:
+  """Number of records in `files` (reads them once, no parsing)."""
+  if not files:
+    return 0
+  return int(tf.data.TFRecordDataset(files).reduce(
+      tf.constant(0, tf.int64), lambda n, _: n + 1))
+
+
+def check_features(path: str, features: dict) -> None:
+  """Parses the first record of `path` and checks each feature is present.
+
+  Raises:
+    ValueError: naming the file and the missing feature.
+  """
+  for raw in tf.data.TFRecordDataset([path]).take(1):
+    example = tf.train.Example.FromString(raw.numpy())
+    present = example.features.feature
+    for name in features:
+      if name not in present:
+        raise ValueError(
+            f'Record 0 of {path} has no feature {name!r} (it has '
+            f'{sorted(present)}). The pipeline expects the ImageNet TPU '
+            'schema; rebuild the files with tools/convert_image_folder.py.')
+    return
+  raise ValueError(f'{path} holds no records.')
+
+
+def interleave_files(files: list[str], *, cycle_length: int,
+                     deterministic: bool, shuffle_seed: int | None):
+  """Records of `files` read in parallel, optionally in a shuffled file order."""
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if shuffle_seed is not None:
+    ds = ds.shuffle(len(files), seed=shuffle_seed)
+  return ds.interleave(
+      lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024),
+      cycle_length=min(cycle_length, len(files)), block_length=1,
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+
+
+def eval_steps(counts: list[int], per_host_batch: int) -> int:
+  """Eval steps that let every host cover all of its examples."""
+  return max(1, max(math.ceil(c / per_host_batch) for c in counts))

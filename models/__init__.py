@@ -1,0 +1,1 @@
+"""Models as plain tf.Module code with named variables."""

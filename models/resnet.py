@@ -1,0 +1,193 @@
+"""ResNet v1.5 (stride on the 3x3 convolution) as a plain tf.Module.
+
+Depths 18/34 use basic blocks, 50/101 bottleneck blocks. Weights are float32
+variables; `compute_dtype='bfloat16'` casts them once per step and runs the
+convolutions in bfloat16 (batch-norm statistics and the loss stay float32).
+"""
+
+import tensorflow as tf
+
+from models import layers
+
+STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3),
+                101: (3, 4, 23, 3)}
+BOTTLENECK_DEPTHS = (50, 101)
+
+
+class ResNet(tf.Module):
+  """ResNet v1.5 image classifier.
+
+  Variables: `params` (trainable, by path name) and `state` (batch-norm moving
+  statistics). `__call__` returns logits and, in training, the new moving
+  statistics; the caller decides how to combine and assign them.
+  """
+
+  def __init__(self, *, depth: int = 50, width_multiplier: float = 1.0,
+               num_classes: int = 1000, zero_init_last_bn_gamma: bool = True,
+               bn_momentum: float = 0.9, bn_epsilon: float = 1e-5,
+               bn_group_size: int = 0, compute_dtype: str = 'float32',
+               seed: int = 0):
+    """Args:
+      depth: 18, 34, 50 or 101.
+      width_multiplier: scales every layer's channel count.
+      num_classes: size of the classifier.
+      zero_init_last_bn_gamma: start each residual branch as identity.
+      bn_momentum: moving-statistics decay.
+      bn_epsilon: batch-norm epsilon.
+      bn_group_size: replicas whose batch-norm statistics are combined
+        (0: all replicas; 1: per replica).
+      compute_dtype: 'float32' or 'bfloat16'.
+      seed: initialisation seed.
+    """
+    super().__init__(name='resnet')
+    if depth not in STAGE_BLOCKS:
+      raise ValueError(f'ResNet `depth` must be one of {sorted(STAGE_BLOCKS)}, '
+                       f'got {depth}.')
+    self.depth, self.num_classes = depth, num_classes
+    self.dtype = layers.compute_dtype(compute_dtype)
+    self.bn_momentum, self.bn_epsilon = bn_momentum, bn_epsilon
+    self.bn_sync = layers.BatchNormSync(bn_group_size)
+    self.bottleneck = depth in BOTTLENECK_DEPTHS
+    self._seed = seed
+    self._counter = 0
+    self.params = {}
+    self.state = {}
+    self._flops = None
+
+    def width(c):
+      return max(1, int(round(c * width_multiplier)))
+
+    stem = width(64)
+    self._conv('resnet/stem/conv', 7, 3, stem)
+    self._bn('resnet/stem/bn', stem)
+    # Block plan: (name, in_channels, filters, stride, has_projection).
+    self.blocks = []
+    channels = stem
+    expansion = 4 if self.bottleneck else 1
+    for s, n in enumerate(STAGE_BLOCKS[depth]):
+      filters = width(64 * 2**s)
+      for b in range(n):
+        stride = 2 if (s > 0 and b == 0) else 1
+        name = f'resnet/stage{s + 1}/block{b}'
+        out = filters * expansion
+        projection = stride != 1 or channels != out
+        self._make_block(name, channels, filters, out, projection,
+                         zero_init_last_bn_gamma)
+        self.blocks.append((name, stride, projection))
+        channels = out
+    self.params['resnet/fc/kernel'] = self._var(
+        'resnet/fc/kernel', tf.random.stateless_normal(
+            [channels, num_classes], seed=self._next_seed(), stddev=0.01))
+    self.params['resnet/fc/bias'] = self._var('resnet/fc/bias',
+                                              tf.zeros([num_classes]))
+
+  # -- Variable creation ------------------------------------------------------
+
+  def _next_seed(self):
+    self._counter += 1
+    return [self._seed, self._counter]
+
+  @staticmethod
+  def _var(name, value, trainable=True):
+    return tf.Variable(value, name=name, trainable=trainable)
+
+  def _conv(self, name, k, cin, cout):
+    self.params[f'{name}/kernel'] = self._var(
+        f'{name}/kernel',
+        layers.he_normal([k, k, cin, cout], self._next_seed(), k * k * cin))
+
+  def _bn(self, name, c, zero_gamma=False):
+    gamma = tf.zeros([c]) if zero_gamma else tf.ones([c])
+    self.params[f'{name}/gamma'] = self._var(f'{name}/gamma', gamma)
+    self.params[f'{name}/beta'] = self._var(f'{name}/beta', tf.zeros([c]))
+    self.state[f'{name}/moving_mean'] = self._var(
+        f'{name}/moving_mean', tf.zeros([c]), trainable=False)
+    self.state[f'{name}/moving_variance'] = self._var(
+        f'{name}/moving_variance', tf.ones([c]), trainable=False)
+
+  def _make_block(self, name, cin, filters, out, projection, zero_gamma):
+    if self.bottleneck:
+      self._conv(f'{name}/conv1', 1, cin, filters)
+      self._bn(f'{name}/bn1', filters)
+      self._conv(f'{name}/conv2', 3, filters, filters)
+      self._bn(f'{name}/bn2', filters)
+      self._conv(f'{name}/conv3', 1, filters, out)
+      self._bn(f'{name}/bn3', out, zero_gamma)
+    else:
+      self._conv(f'{name}/conv1', 3, cin, filters)
+      self._bn(f'{name}/bn1', filters)
+      self._conv(f'{name}/conv2', 3, filters, out)
+      self._bn(f'{name}/bn2', out, zero_gamma)
+    if projection:
+      self._conv(f'{name}/shortcut/conv', 1, cin, out)
+      self._bn(f'{name}/shortcut/bn', out)
+
+  # -- Forward ----------------------------------------------------------------
+
+  def __call__(self, images, *, training: bool):
+    """Logits (float32) and, when training, the new moving statistics.
+
+    Args:
+      images: [batch, height, width, 3] float images.
+      training: batch statistics and new moving statistics if True.
+
+    Returns:
+      (logits, state_updates) with state_updates a dict name -> value ({} in
+      eval).
+    """
+    weights = {k: tf.cast(v, self.dtype) if k.endswith('/kernel') else v
+               for k, v in self.params.items()}
+    updates = {}
+
+    def conv(x, name, stride=1):
+      kernel = weights[f'{name}/kernel']
+      y = layers.conv2d(x, kernel, stride)
+      if self._flops is not None:
+        k, _, cin, cout = kernel.shape
+        self._flops += 2 * y.shape[1] * y.shape[2] * k * k * cin * cout
+      return y
+
+    def bn(x, name, relu=True):
+      y, mean, var = layers.batch_norm(
+          x, weights[f'{name}/gamma'], weights[f'{name}/beta'],
+          self.state[f'{name}/moving_mean'],
+          self.state[f'{name}/moving_variance'], training=training,
+          sync=self.bn_sync, momentum=self.bn_momentum,
+          epsilon=self.bn_epsilon)
+      if training:
+        updates[f'{name}/moving_mean'] = mean
+        updates[f'{name}/moving_variance'] = var
+      return tf.nn.relu(y) if relu else y
+
+    x = tf.cast(images, self.dtype)
+    x = bn(conv(x, 'resnet/stem/conv', 2), 'resnet/stem/bn')
+    x = tf.nn.max_pool2d(x, 3, 2, 'SAME')
+    for name, stride, projection in self.blocks:
+      shortcut = x
+      if projection:
+        shortcut = bn(conv(x, f'{name}/shortcut/conv', stride),
+                      f'{name}/shortcut/bn', relu=False)
+      if self.bottleneck:
+        y = bn(conv(x, f'{name}/conv1'), f'{name}/bn1')
+        y = bn(conv(y, f'{name}/conv2', stride), f'{name}/bn2')
+        y = bn(conv(y, f'{name}/conv3'), f'{name}/bn3', relu=False)
+      else:
+        y = bn(conv(x, f'{name}/conv1', stride), f'{name}/bn1')
+        y = bn(conv(y, f'{name}/conv2'), f'{name}/bn2', relu=False)
+      x = tf.nn.relu(y + shortcut)
+    x = tf.reduce_mean(x, axis=[1, 2])
+    logits = tf.matmul(x, weights['resnet/fc/kernel'])
+    if self._flops is not None:
+      self._flops += 2 * x.shape[1] * self.num_classes
+    logits = tf.cast(logits, tf.float32) + weights['resnet/fc/bias']
+    return logits, updates
+
+  def forward_flops(self, image_size: int) -> int:
+    """Multiply-add FLOPs (2 per MAC) of one example's forward pass."""
+    self._flops = 0
+    try:
+      tf.function(lambda x: self(x, training=False)).get_concrete_function(
+          tf.TensorSpec([1, image_size, image_size, 3], tf.float32))
+      return self._flops
+    finally:
+      self._flops = None

@@ -1,0 +1,74 @@
+"""The ResNet image-classification task: model, inputs, loss, eval metric, target.
+
+The runtime (training/) calls only the methods here; it knows nothing about
+images or ResNet.
+"""
+
+from typing import Callable
+
+import tensorflow as tf
+
+from input_pipeline.imagenet import ImageNetInput
+from models.resnet import ResNet
+
+
+class ResNetTask:
+  """ImageNet-style classification with a ResNet and top-1 accuracy."""
+
+  mlperf_benchmark = 'resnet'
+  quality_name = 'top-1 accuracy'
+  eval_sum_names = ('correct', 'count')
+
+  def __init__(self, *, model: Callable[[], ResNet], data: ImageNetInput,
+               num_train_examples: int = 1281167,
+               label_smoothing: float = 0.1,
+               target_accuracy: float = 0.759):
+    """Args:
+      model: builds the ResNet (gin: `@models.resnet.ResNet`, no call).
+      data: the input pipeline.
+      num_train_examples: examples in one epoch of the training set.
+      label_smoothing: label smoothing of the cross-entropy.
+      target_accuracy: top-1 accuracy that ends the run (MLPerf: 0.759).
+    """
+    self._build_model = model
+    self.data = data
+    self.num_train_examples = num_train_examples
+    self.label_smoothing = label_smoothing
+    self.target_quality = target_accuracy
+    self._bn_group_size = None
+
+  def build_model(self) -> ResNet:
+    model = self._build_model()
+    if model.num_classes != self.data.num_classes:
+      raise ValueError(
+          f'The model predicts {model.num_classes} classes but the data has '
+          f'{self.data.num_classes}: set both num_classes bindings alike.')
+    self._bn_group_size = model.bn_sync.group_size
+    return model
+
+  def per_example_loss(self, model, batch):
+    """Label-smoothed cross-entropy per example, and new model state."""
+    logits, state_updates = model(batch['image'], training=True)
+    labels = tf.one_hot(batch['label'], model.num_classes)
+    if self.label_smoothing:
+      labels = (labels * (1.0 - self.label_smoothing) +
+                self.label_smoothing / model.num_classes)
+    losses = tf.nn.softmax_cross_entropy_with_logits(labels, logits)
+    return losses, state_updates
+
+  def eval_sums(self, model, batch) -> dict:
+    """Masked counts summed over a replica's batch."""
+    logits, _ = model(batch['image'], training=False)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               batch['label']), tf.float32)
+    return {'correct': tf.reduce_sum(correct * batch['mask']),
+            'count': tf.reduce_sum(batch['mask'])}
+
+  @staticmethod
+  def quality(sums: dict) -> float:
+    return float(sums['correct']) / max(float(sums['count']), 1.0)
+
+  def mlperf_params(self, *, per_replica_batch_size: int,
+                    num_replicas: int) -> dict:
+    group = self._bn_group_size or num_replicas
+    return {'model_bn_span': per_replica_batch_size * min(group, num_replicas)}

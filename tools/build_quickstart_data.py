@@ -1,0 +1,73 @@
+"""Builds the quickstart image set: scikit-learn's handwritten digits as TFRecords.
+
+  python tools/build_quickstart_data.py --output_dir=data/quickstart
+
+scikit-learn ships the 1,797 UCI handwritten digits (8x8, 17 grey levels) with
+the package, so nothing is downloaded. Each digit is upscaled to 32x32 and
+written as an image file in a class folder (a mix of grayscale PNG, grayscale
+JPEG and RGB JPEG, as messy as a real image folder), then converted by
+tools/convert_image_folder.py into ImageNet-schema TFRecords:
+`<output_dir>/train-*` (1,437 images, 4 files) and
+`<output_dir>/validation-*` (360 images: every fifth digit, 3 files).
+"""
+
+import os
+
+from absl import app
+from absl import flags
+import numpy as np
+from PIL import Image
+
+from tools import convert_image_folder
+
+IMAGE_SIZE = 32
+TRAIN_SHARDS = 4
+EVAL_SHARDS = 3
+
+
+def write_image_folders(output_dir: str) -> tuple[str, str]:
+  """Writes digits as image files under <output_dir>/images/{train,validation}."""
+  from sklearn.datasets import load_digits  # Heavy import, only needed here.
+  digits = load_digits()
+  roots = {split: os.path.join(output_dir, 'images', split)
+           for split in ('train', 'validation')}
+  for i, (pixels, label) in enumerate(zip(digits.images, digits.target)):
+    split = 'validation' if i % 5 == 0 else 'train'
+    folder = os.path.join(roots[split], f'digit_{label}')
+    os.makedirs(folder, exist_ok=True)
+    grey = np.clip(pixels * 16, 0, 255).astype(np.uint8)
+    image = Image.fromarray(grey, mode='L').resize((IMAGE_SIZE, IMAGE_SIZE),
+                                                   Image.BICUBIC)
+    kind = i % 3
+    if kind == 0:
+      image.save(os.path.join(folder, f'{i:04d}.png'))
+    elif kind == 1:
+      image.save(os.path.join(folder, f'{i:04d}.jpg'), quality=95)
+    else:
+      image.convert('RGB').save(os.path.join(folder, f'{i:04d}.jpeg'),
+                                quality=95)
+  return roots['train'], roots['validation']
+
+
+def build(output_dir: str) -> None:
+  """Image folders, then TFRecords, under `output_dir`."""
+  train_dir, eval_dir = write_image_folders(output_dir)
+  convert_image_folder.convert(input_dir=train_dir,
+                               output_prefix=os.path.join(output_dir, 'train'),
+                               num_shards=TRAIN_SHARDS)
+  convert_image_folder.convert(input_dir=eval_dir,
+                               output_prefix=os.path.join(output_dir,
+                                                          'validation'),
+                               num_shards=EVAL_SHARDS)
+
+
+def main(argv):
+  del argv
+  build(FLAGS.output_dir)
+  print(f'quickstart data written to {FLAGS.output_dir}')
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('output_dir', 'data/quickstart', 'Where to write.')
+  FLAGS = flags.FLAGS
+  app.run(main)

@@ -1,0 +1,131 @@
+"""Converts a class-folder image directory into ImageNet-schema TFRecords.
+
+  python tools/convert_image_folder.py --input_dir=DIR --output_prefix=OUT/train \
+      --num_shards=8
+
+DIR holds one sub-folder per class (`DIR/<class>/<image>`); classes are sorted
+by name and labelled 1..N as the TPU reference's converter does (label 0 is
+"background"). Every image becomes an RGB JPEG: PNG, CMYK, grayscale and
+palette files are re-encoded (real ImageNet contains all of these); RGB JPEGs
+are copied byte for byte. A file no image library can read stops the run with
+its path.
+"""
+
+import io
+import os
+import random
+
+from absl import app
+from absl import flags
+from PIL import Image
+import tensorflow as tf
+
+IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.gif', '.tif', '.tiff',
+                  '.webp')
+
+
+def list_images(input_dir: str) -> tuple[list[str], list[tuple[str, int]]]:
+  """Class names and (path, label) pairs, labels 1..N in sorted class order."""
+  classes = sorted(d for d in tf.io.gfile.listdir(input_dir)
+                   if tf.io.gfile.isdir(os.path.join(input_dir, d)))
+  classes = [c.rstrip('/') for c in classes]
+  if not classes:
+    raise ValueError(f'{input_dir} has no class sub-folders.')
+  items = []
+  for label, name in enumerate(classes, start=1):
+    folder = os.path.join(input_dir, name)
+    for f in sorted(tf.io.gfile.listdir(folder)):
+      if f.lower().endswith(IMAGE_SUFFIXES):
+        items.append((os.path.join(folder, f), label))
+  return classes, items
+
+
+def to_rgb_jpeg(data: bytes, path: str = '<bytes>',
+                quality: int = 95) -> tuple[bytes, int, int]:
+  """RGB JPEG bytes, height and width of an encoded image of any format.
+
+  Raises:
+    ValueError: naming `path` if the image cannot be read.
+  """
+  try:
+    image = Image.open(io.BytesIO(data))
+    image.load()
+  except Exception as e:  # PIL raises many types for corrupt files.
+    raise ValueError(f'Cannot read image {path}: {e}') from e
+  if image.format == 'JPEG' and image.mode == 'RGB':
+    return data, image.height, image.width
+  if image.mode in ('RGBA', 'LA', 'P'):
+    image = image.convert('RGBA')
+    background = Image.new('RGBA', image.size, (255, 255, 255, 255))
+    image = Image.alpha_composite(background, image)
+  image = image.convert('RGB')
+  out = io.BytesIO()
+  image.save(out, format='JPEG', quality=quality)
+  return out.getvalue(), image.height, image.width
+
+
+def make_example(jpeg: bytes, label: int, synset: str, filename: str,
+                 height: int, width: int) -> tf.train.Example:
+  def _bytes(v):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+  def _int(v):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+
+  return tf.train.Example(features=tf.train.Features(feature={
+      'image/encoded': _bytes(jpeg),
+      'image/format': _bytes(b'JPEG'),
+      'image/class/label': _int(label),
+      'image/class/synset': _bytes(synset.encode()),
+      'image/filename': _bytes(os.path.basename(filename).encode()),
+      'image/height': _int(height),
+      'image/width': _int(width),
+      'image/colorspace': _bytes(b'RGB'),
+      'image/channels': _int(3),
+  }))
+
+
+def convert(*, input_dir: str, output_prefix: str, num_shards: int,
+            shuffle_seed: int | None = 0) -> list[str]:
+  """Writes `num_shards` TFRecord files `<prefix>-0000i-of-0000n`.
+
+  Returns:
+    The written paths.
+  """
+  classes, items = list_images(input_dir)
+  if not items:
+    raise ValueError(f'{input_dir} has class folders but no images.')
+  if shuffle_seed is not None:
+    # Spread classes across shards, reproducibly.
+    random.Random(shuffle_seed).shuffle(items)
+  tf.io.gfile.makedirs(os.path.dirname(output_prefix) or '.')
+  paths = [f'{output_prefix}-{i:05d}-of-{num_shards:05d}'
+           for i in range(num_shards)]
+  writers = [tf.io.TFRecordWriter(p) for p in paths]
+  try:
+    for i, (path, label) in enumerate(items):
+      with tf.io.gfile.GFile(path, 'rb') as f:
+        jpeg, height, width = to_rgb_jpeg(f.read(), path)
+      example = make_example(jpeg, label, classes[label - 1], path, height,
+                             width)
+      writers[i % num_shards].write(example.SerializeToString())
+  finally:
+    for w in writers:
+      w.close()
+  return paths
+
+
+def main(argv):
+  del argv
+  paths = convert(input_dir=FLAGS.input_dir, output_prefix=FLAGS.output_prefix,
+                  num_shards=FLAGS.num_shards)
+  print(f'wrote {len(paths)} files: {paths[0]} ...')
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('input_dir', None, 'Folder with one sub-folder a class.')
+  flags.DEFINE_string('output_prefix', None, 'Output path prefix.')
+  flags.DEFINE_integer('num_shards', 8, 'Number of output files.')
+  flags.mark_flags_as_required(['input_dir', 'output_prefix'])
+  FLAGS = flags.FLAGS
+  app.run(main)

@@ -1,0 +1,1 @@
+"""The training runtime: strategies in, MLPerf-compliant runs out."""

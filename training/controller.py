@@ -1,0 +1,181 @@
+"""The outer loop: train N steps a call, evaluate, checkpoint, stop at target.
+
+Written in the spirit of Orbit's Controller: the device loops come from
+training/step.py; this file owns the schedule, the MLPerf events, summaries,
+checkpoints and the progress line.
+"""
+
+import dataclasses
+import math
+import time
+
+from absl import logging
+from mlperf_logging.mllog import constants as mlc
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class Schedule:
+  """When things happen, in global steps."""
+  total_steps: int
+  steps_per_loop: int
+  eval_every_steps: int
+  checkpoint_every_steps: int
+  steps_per_epoch: float
+
+  def validate(self):
+    for name in ('total_steps', 'steps_per_loop', 'eval_every_steps'):
+      if getattr(self, name) <= 0:
+        raise ValueError(f'`{name}` must be positive, got {getattr(self, name)}.')
+    if self.eval_every_steps % self.steps_per_loop:
+      raise ValueError(
+          f'`eval_every_steps` ({self.eval_every_steps}) must be a multiple of '
+          f'`steps_per_loop` ({self.steps_per_loop}).')
+    if self.checkpoint_every_steps % self.steps_per_loop:
+      raise ValueError(
+          f'`checkpoint_every_steps` ({self.checkpoint_every_steps}) must be a '
+          f'multiple of `steps_per_loop` ({self.steps_per_loop}).')
+
+  def epoch(self, step: int) -> float:
+    return round(step / self.steps_per_epoch, 4)
+
+
+@dataclasses.dataclass
+class Result:
+  status: str  # 'success' or 'aborted' (MLPerf run_stop statuses).
+  step: int
+  quality: float | None
+  time_to_train: float  # seconds from run_start to run_stop.
+  evals: list
+
+
+def format_eta(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return '?'
+  seconds = int(seconds)
+  return f'{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}'
+
+
+class Controller:
+  """Runs the training schedule of one run."""
+
+  def __init__(self, *, train_loop, eval_loop, train_iterator, make_eval_iterator,
+               eval_steps: int, step: tf.Variable, schedule: Schedule,
+               global_batch_size: int, learning_rate, quality, target: float,
+               stop_at_target: bool, checkpointer, mlperf, summary_writers,
+               explain_input_error=None, expected_eval_count: int = 0):
+    self.train_loop, self.eval_loop = train_loop, eval_loop
+    self.train_iterator = train_iterator
+    self.make_eval_iterator = make_eval_iterator
+    self.eval_steps, self.step, self.schedule = eval_steps, step, schedule
+    self.global_batch_size = global_batch_size
+    self.learning_rate, self.quality = learning_rate, quality
+    self.target, self.stop_at_target = target, stop_at_target
+    self.checkpointer, self.mlperf = checkpointer, mlperf
+    self.train_writer, self.eval_writer = summary_writers
+    self.explain_input_error = explain_input_error
+    self.expected_eval_count = expected_eval_count
+
+  def compile(self):
+    """Builds and runs both loops with 0 steps: compiled, no state changed."""
+    self.train_loop(self.train_iterator, tf.constant(0))
+    self.eval_loop(self.make_eval_iterator(), tf.constant(0))
+
+  def _run_train_loop(self, num_steps: int) -> float:
+    try:
+      return float(self.train_loop(self.train_iterator, tf.constant(num_steps)))
+    except tf.errors.InvalidArgumentError as e:
+      message = self.explain_input_error(e) if self.explain_input_error else None
+      if message:
+        raise ValueError(message) from e
+      raise
+
+  def evaluate(self) -> dict:
+    sums = self.eval_loop(self.make_eval_iterator(), tf.constant(self.eval_steps))
+    sums = {k: float(v) for k, v in sums.items()}
+    count = sums.get('count')
+    if self.expected_eval_count and count is not None and (
+        int(count) != self.expected_eval_count):
+      logging.warning('Eval covered %d of %d examples: %d were skipped as '
+                      'undecodable.', int(count), self.expected_eval_count,
+                      self.expected_eval_count - int(count))
+    return sums
+
+  def run(self) -> Result:
+    """Trains to the target or the step budget, whichever comes first."""
+    s = self.schedule
+    mlperf = self.mlperf
+    start = int(self.step.numpy())
+    run_start = time.time()
+    mlperf.start(mlc.RUN_START)
+    evals = []
+    quality = None
+    status = 'aborted'
+    block_start_step = start
+    mlperf.start(mlc.BLOCK_START, metadata=self._block_metadata(start))
+    last_time, last_step = time.time(), start
+    while int(self.step.numpy()) < s.total_steps:
+      step = int(self.step.numpy())
+      num_steps = min(s.steps_per_loop, s.total_steps - step)
+      loss = self._run_train_loop(num_steps)
+      step = int(self.step.numpy())
+      now = time.time()
+      examples_per_second = ((step - last_step) * self.global_batch_size /
+                             max(now - last_time, 1e-9))
+      last_time, last_step = now, step
+      if not math.isfinite(loss):
+        mlperf.end(mlc.RUN_STOP, metadata={'status': 'aborted'})
+        latest = self.checkpointer.latest()
+        raise FloatingPointError(
+            f'The training loss became {loss} in the loop ending at step '
+            f'{step}. Stopped; the last good checkpoint is kept '
+            f'({latest or "none saved yet"}). Lower the learning rate or '
+            'lengthen the warmup, then rerun to resume from it.')
+      lr = float(self.learning_rate(step))
+      eta = (s.total_steps - step) / max(examples_per_second /
+                                         self.global_batch_size, 1e-9)
+      print(f'step {step}/{s.total_steps}  loss {loss:.4f}  lr {lr:.5g}  '
+            f'{examples_per_second:.1f} examples/s  ETA {format_eta(eta)}',
+            flush=True)
+      with self.train_writer.as_default(step=step):
+        tf.summary.scalar('loss', loss)
+        tf.summary.scalar('learning_rate', lr)
+        tf.summary.scalar('examples_per_second', examples_per_second)
+
+      if step % s.eval_every_steps == 0 or step == s.total_steps:
+        mlperf.end(mlc.BLOCK_STOP,
+                   metadata=self._block_metadata(block_start_step))
+        epoch = s.epoch(step)
+        mlperf.start(mlc.EVAL_START, metadata={'epoch_num': epoch})
+        sums = self.evaluate()
+        quality = self.quality(sums)
+        mlperf.event(mlc.EVAL_ACCURACY, quality, metadata={'epoch_num': epoch})
+        mlperf.end(mlc.EVAL_STOP, metadata={'epoch_num': epoch})
+        evals.append((step, epoch, quality))
+        print(f'eval at step {step} (epoch {epoch}): quality {quality:.4f} '
+              f'(target {self.target})', flush=True)
+        with self.eval_writer.as_default(step=step):
+          tf.summary.scalar('quality', quality)
+        if quality >= self.target:
+          status = 'success'
+          if self.stop_at_target:
+            break
+        if step < s.total_steps:
+          block_start_step = step
+          mlperf.start(mlc.BLOCK_START, metadata=self._block_metadata(step))
+      if s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0:
+        self.checkpointer.save(step)
+    mlperf.end(mlc.RUN_STOP, metadata={'status': status})
+    time_to_train = time.time() - run_start
+    step = int(self.step.numpy())
+    if s.checkpoint_every_steps or step == s.total_steps:
+      self.checkpointer.save(step)
+    return Result(status=status, step=step, quality=quality,
+                  time_to_train=time_to_train, evals=evals)
+
+  def _block_metadata(self, first_step: int) -> dict:
+    s = self.schedule
+    last = min(first_step + s.eval_every_steps - first_step % s.eval_every_steps,
+               s.total_steps)
+    return {'first_epoch_num': s.epoch(first_step),
+            'epoch_count': max(s.epoch(last) - s.epoch(first_step), 1e-4)}

@@ -1,0 +1,79 @@
+"""The replica step and the host loops (train and eval) as tf.functions.
+
+One call of a loop runs `num_steps` steps on the devices: the host talks to the
+devices once per loop (TPUEstimator's iterations_per_loop, Orbit's
+steps_per_loop). Calling a loop with 0 steps builds and compiles it without
+changing any state, which is how the runtime compiles before run_start.
+"""
+
+import tensorflow as tf
+
+from models.layers import is_decay_exempt
+
+
+def l2_loss(variables) -> tf.Tensor:
+  """0.5 * sum of squares over weights that take decay (not BN, not bias)."""
+  terms = [tf.nn.l2_loss(v) for v in variables if not is_decay_exempt(v.name)]
+  return tf.add_n(terms) if terms else tf.constant(0.0)
+
+
+def make_train_loop(*, strategy, model, optimizer, task,
+                    global_batch_size: int, step: tf.Variable):
+  """Returns train_loop(iterator, num_steps) -> mean loss over the steps."""
+  variables = list(model.trainable_variables)
+  slots = optimizer.slots_for(variables)
+  state_names = sorted(model.state)
+  weight_decay = optimizer.loss_weight_decay()
+
+  def apply_updates(distribution, grads, state_values):
+    lr = optimizer.schedule(step)
+    for var, slot, grad in zip(variables, slots, grads):
+      distribution.extended.update(var, optimizer.update, args=(grad, slot, lr),
+                                   group=False)
+    for name, value in zip(state_names, state_values):
+      distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
+                                   args=(value,), group=False)
+    step.assign_add(1)
+
+  def replica_step(batch):
+    ctx = tf.distribute.get_replica_context()
+    with tf.GradientTape() as tape:
+      losses, state_updates = task.per_example_loss(model, batch)
+      data_loss = tf.reduce_sum(losses) / global_batch_size
+      loss = data_loss
+      if weight_decay:
+        loss += weight_decay * l2_loss(variables) / ctx.num_replicas_in_sync
+    grads = tape.gradient(loss, variables)
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    state_values = [state_updates[n] for n in state_names]
+    if state_values:
+      state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)
+    ctx.merge_call(apply_updates, args=(grads, state_values))
+    return data_loss
+
+  @tf.function
+  def train_loop(iterator, num_steps):
+    total = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      per_replica = strategy.run(replica_step, args=(next(iterator),))
+      total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica,
+                               axis=None)
+    return total / tf.maximum(tf.cast(num_steps, tf.float32), 1.0)
+
+  return train_loop
+
+
+def make_eval_loop(*, strategy, model, task):
+  """Returns eval_loop(iterator, num_steps) -> dict of sums over all replicas."""
+
+  @tf.function
+  def eval_loop(iterator, num_steps):
+    sums = {k: tf.constant(0.0) for k in task.eval_sum_names}
+    for _ in tf.range(num_steps):
+      per_replica = strategy.run(task.eval_sums, args=(model, next(iterator)))
+      sums = {k: sums[k] + strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                           per_replica[k], axis=None)
+              for k in sums}
+    return sums
+
+  return eval_loop
