@@ -199,6 +199,7 @@ def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
   mlperf.end(mlc.INIT_STOP)
 
   result = controller.run()
+  result.model = model
   print(f'run {result.status}: {task.quality_name} '
         f'{result.quality if result.quality is not None else float("nan"):.4f} '
         f'at step {result.step}; time to train {result.time_to_train:.1f} s',

@@ -11,6 +11,26 @@ import tensorflow as tf
 
 KINDS = ('tpu', 'multi_worker', 'mirrored', 'one_device', 'default')
 
+# One MirroredStrategy per device set and process. Every MirroredStrategy
+# numbers its collective groups and instances from 1, so two of them in one
+# process abort each other's collectives ("Collective instance N expected
+# type ...", "joining a group with size 4, but that group has size 2"): that
+# bites a notebook or test process that trains twice.
+_MIRRORED = {}
+_KEY_SPACING = 100000
+
+
+def mirrored(devices) -> tf.distribute.MirroredStrategy:
+  """The process's MirroredStrategy over `devices`."""
+  key = tuple(devices)
+  if key not in _MIRRORED:
+    # No public API gives a strategy its own collective key range; TF's own
+    # tests set this class attribute before construction for the same reason.
+    tf.distribute.MirroredStrategy._collective_key_base = (  # pylint: disable=protected-access
+        _KEY_SPACING * len(_MIRRORED))
+    _MIRRORED[key] = tf.distribute.MirroredStrategy(devices=list(key))
+  return _MIRRORED[key]
+
 
 def split_cpu(num_devices: int) -> None:
   """Splits the host CPU into `num_devices` logical devices.
@@ -86,14 +106,19 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
   if kind == 'mirrored':
     gpus = tf.config.list_physical_devices('GPU')
     if gpus:
-      return tf.distribute.MirroredStrategy()
+      return mirrored([d.name for d in tf.config.list_logical_devices('GPU')])
     if num_cpu_devices:
-      split_cpu(num_cpu_devices)
+      try:
+        split_cpu(num_cpu_devices)
+      except RuntimeError:
+        # Already initialised (a notebook, a test process): use the first N
+        # logical devices if there are enough.
+        if len(tf.config.list_logical_devices('CPU')) < num_cpu_devices:
+          raise
     devices = [d.name for d in tf.config.list_logical_devices('CPU')]
-    return tf.distribute.MirroredStrategy(
-        devices=devices,
-        cross_device_ops=tf.distribute.ReductionToOneDevice()
-        if len(devices) == 1 else None)
+    if num_cpu_devices:
+      devices = devices[:num_cpu_devices]
+    return mirrored(devices)
   if kind == 'one_device':
     device = '/gpu:0' if tf.config.list_physical_devices('GPU') else '/cpu:0'
     return tf.distribute.OneDeviceStrategy(device)

@@ -64,6 +64,18 @@ class ResNetTask:
     return {'correct': tf.reduce_sum(correct * batch['mask']),
             'count': tf.reduce_sum(batch['mask'])}
 
+  def explain_input_error(self, error: Exception) -> str | None:
+    """Names the undecodable images behind a decode failure, if that was it."""
+    text = str(error).lower()
+    if 'jpeg' not in text and 'decode' not in text:
+      return None
+    bad = self.data.find_undecodable()
+    if not bad:
+      return None
+    return ('Undecodable images in the input: ' + '; '.join(bad) + '. Fix or '
+            'remove them, or set input_pipeline.imagenet.ImageNetInput.'
+            "on_bad_image = 'skip' to drop and count them.")
+
   @staticmethod
   def quality(sums: dict) -> float:
     return float(sums['correct']) / max(float(sums['count']), 1.0)

@@ -46,7 +46,8 @@ class Result:
   step: int
   quality: float | None
   time_to_train: float  # seconds from run_start to run_stop.
-  evals: list
+  evals: list  # (step, epoch, quality, metric sums) of each evaluation.
+  model: object = dataclasses.field(default=None, repr=False)
 
 
 def format_eta(seconds: float) -> str:
@@ -81,17 +82,23 @@ class Controller:
     self.train_loop(self.train_iterator, tf.constant(0))
     self.eval_loop(self.make_eval_iterator(), tf.constant(0))
 
-  def _run_train_loop(self, num_steps: int) -> float:
+  def _explained(self, loop, *args):
+    """Runs a loop; an input error comes back naming the file and record."""
     try:
-      return float(self.train_loop(self.train_iterator, tf.constant(num_steps)))
+      return loop(*args)
     except tf.errors.InvalidArgumentError as e:
       message = self.explain_input_error(e) if self.explain_input_error else None
       if message:
         raise ValueError(message) from e
       raise
 
+  def _run_train_loop(self, num_steps: int) -> float:
+    return float(self._explained(self.train_loop, self.train_iterator,
+                                 tf.constant(num_steps)))
+
   def evaluate(self) -> dict:
-    sums = self.eval_loop(self.make_eval_iterator(), tf.constant(self.eval_steps))
+    sums = self._explained(self.eval_loop, self.make_eval_iterator(),
+                           tf.constant(self.eval_steps))
     sums = {k: float(v) for k, v in sums.items()}
     count = sums.get('count')
     if self.expected_eval_count and count is not None and (
@@ -151,7 +158,7 @@ class Controller:
         quality = self.quality(sums)
         mlperf.event(mlc.EVAL_ACCURACY, quality, metadata={'epoch_num': epoch})
         mlperf.end(mlc.EVAL_STOP, metadata={'epoch_num': epoch})
-        evals.append((step, epoch, quality))
+        evals.append((step, epoch, quality, sums))
         print(f'eval at step {step} (epoch {epoch}): quality {quality:.4f} '
               f'(target {self.target})', flush=True)
         with self.eval_writer.as_default(step=step):

@@ -42,6 +42,14 @@ class _Momentum:
   def slots_for(self, variables):
     return [self.slots[v.name.split(':')[0]] for v in variables]
 
+  def takes_decay(self, variable) -> bool:
+    """Whether weight decay (and LARS scaling) applies to `variable`.
+
+    Decided on the distributed variable's name: inside an update, replica
+    copies are named `<name>/replica_<i>`, which no exclusion rule expects.
+    """
+    return not self.exclude(variable.name)
+
 
 class Lars(_Momentum):
   """LARS as MLPerf ResNet defines it (You et al. 2017, TPU reference form).
@@ -65,8 +73,8 @@ class Lars(_Momentum):
                      exclude=exclude)
     self.eeta, self.epsilon = eeta, epsilon
 
-  def update(self, var, grad, slot, lr):
-    if self.exclude(var.name):
+  def update(self, var, grad, slot, lr, *, decay: bool):
+    if not decay:
       scaled_lr = lr
     else:
       w_norm = tf.norm(var)
@@ -116,7 +124,8 @@ class SgdMomentum(_Momentum):
                      momentum=momentum, weight_decay=weight_decay,
                      exclude=exclude)
 
-  def update(self, var, grad, slot, lr):
+  def update(self, var, grad, slot, lr, *, decay: bool):
+    del decay  # Weight decay is in the loss.
     new_slot = self.momentum * slot + grad
     return [slot.assign(new_slot), var.assign_sub(lr * new_slot)]
 

@@ -22,14 +22,15 @@ def make_train_loop(*, strategy, model, optimizer, task,
   """Returns train_loop(iterator, num_steps) -> mean loss over the steps."""
   variables = list(model.trainable_variables)
   slots = optimizer.slots_for(variables)
+  decays = [optimizer.takes_decay(v) for v in variables]
   state_names = sorted(model.state)
   weight_decay = optimizer.loss_weight_decay()
 
   def apply_updates(distribution, grads, state_values):
     lr = optimizer.schedule(step)
-    for var, slot, grad in zip(variables, slots, grads):
+    for var, slot, grad, decay in zip(variables, slots, grads, decays):
       distribution.extended.update(var, optimizer.update, args=(grad, slot, lr),
-                                   group=False)
+                                   kwargs={'decay': decay}, group=False)
     for name, value in zip(state_names, state_values):
       distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
                                    args=(value,), group=False)

@@ -1,0 +1,23 @@
+# Two commands on a fresh machine: `make quickstart` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+$(VENV)/.installed: requirements.txt requirements-test.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements.txt -r requirements-test.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+data/quickstart/train-00000-of-00004: | $(VENV)/.installed
+	$(PY) -m tools.build_quickstart_data --output_dir=data/quickstart
+
+data: data/quickstart/train-00000-of-00004
+
+quickstart: venv data
+	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
+
+test: venv
+	$(PY) -m pytest -q tests
+
+.PHONY: venv data quickstart test

@@ -1,0 +1,106 @@
+"""LARS and SGD against NumPy references; the warmup-poly schedule."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from training import optimizers
+from training import schedules
+
+
+def numpy_lars(w, v, g, lr, *, momentum, wd, eeta, eps, decay):
+  if decay:
+    w_norm, g_norm = np.linalg.norm(w), np.linalg.norm(g)
+    trust = eeta * w_norm / (g_norm + wd * w_norm + eps) if (
+        w_norm > 0 and g_norm > 0) else 1.0
+    scaled = lr * trust
+    g = g + wd * w
+  else:
+    scaled = lr
+  v = momentum * v + scaled * g
+  return w - v, v
+
+
+def run_updates(opt, names_shapes, steps, seed=0):
+  rng = np.random.default_rng(seed)
+  variables = [tf.Variable(rng.standard_normal(shape).astype(np.float32),
+                           name=name) for name, shape in names_shapes]
+  init = [v.numpy() for v in variables]
+  opt.build(variables, steps_per_epoch=10, total_steps=100)
+  slots = opt.slots_for(variables)
+  grads_seq = [[rng.standard_normal(v.shape).astype(np.float32)
+                for v in variables] for _ in range(steps)]
+  lrs = []
+  for step, grads in enumerate(grads_seq):
+    lr = float(opt.schedule(step))
+    lrs.append(lr)
+    for v, s, g in zip(variables, slots, grads):
+      opt.update(v, tf.constant(g), s, tf.constant(lr),
+                 decay=opt.takes_decay(v))
+  return init, grads_seq, lrs, [v.numpy() for v in variables]
+
+
+def test_lars_matches_numpy_reference_for_weights_and_excluded_bn():
+  opt = optimizers.Lars(base_learning_rate=3.0, warmup_epochs=0.5,
+                        momentum=0.9, weight_decay=2e-4, eeta=0.001,
+                        epsilon=0.0)
+  names = [('net/conv/kernel', (3, 3, 4, 8)), ('net/bn/gamma', (8,)),
+           ('net/fc/bias', (5,))]
+  init, grads_seq, lrs, final = run_updates(opt, names, steps=4)
+  for i, (name, _) in enumerate(names):
+    w, v = init[i].astype(np.float64), np.zeros_like(init[i], np.float64)
+    for grads, lr in zip(grads_seq, lrs):
+      w, v = numpy_lars(w, v, grads[i].astype(np.float64), lr, momentum=0.9,
+                        wd=2e-4, eeta=0.001, eps=0.0,
+                        decay=not name.endswith(('gamma', 'bias')))
+    np.testing.assert_allclose(final[i], w, rtol=2e-5, atol=1e-6,
+                               err_msg=name)
+  # The excluded variables moved by plain momentum: far more than LARS-scaled.
+  assert np.abs(final[1] - init[1]).max() > 10 * np.abs(final[0] -
+                                                        init[0]).max()
+
+
+def test_lars_trust_ratio_is_one_for_zero_weights():
+  opt = optimizers.Lars(base_learning_rate=1.0, warmup_epochs=0)
+  v = tf.Variable(tf.zeros([4]), name='w/kernel')
+  opt.build([v], steps_per_epoch=1, total_steps=10)
+  opt.update(v, tf.ones([4]), opt.slots_for([v])[0], tf.constant(0.5),
+             decay=True)
+  np.testing.assert_allclose(v.numpy(), -0.5 * np.ones(4))
+
+
+def test_sgd_momentum_matches_numpy_reference():
+  opt = optimizers.SgdMomentum(base_learning_rate=0.4, warmup_epochs=1,
+                               momentum=0.9, weight_decay=1e-4)
+  names = [('net/conv/kernel', (2, 3))]
+  init, grads_seq, lrs, final = run_updates(opt, names, steps=3)
+  w, v = init[0].astype(np.float64), 0.0
+  for grads, lr in zip(grads_seq, lrs):
+    v = 0.9 * v + grads[0]
+    w = w - lr * v
+  np.testing.assert_allclose(final[0], w, rtol=1e-5)
+
+
+def test_polynomial_warmup_schedule_values():
+  s = schedules.PolynomialWarmup(base=10.0, end=1e-4, warmup_steps=4,
+                                 total_steps=14, power=2.0)
+  assert float(s(0)) == 0.0
+  assert float(s(2)) == pytest.approx(5.0)
+  assert float(s(4)) == pytest.approx(10.0)
+  assert float(s(9)) == pytest.approx((10 - 1e-4) * 0.25 + 1e-4)
+  assert float(s(14)) == pytest.approx(1e-4)
+  assert float(s(20)) == pytest.approx(1e-4)
+  assert s.decay_steps == 10
+
+
+def test_schedule_rejects_warmup_longer_than_training():
+  with pytest.raises(ValueError, match='must exceed the warmup'):
+    schedules.PolynomialWarmup(base=1, end=0, warmup_steps=10, total_steps=5,
+                               power=2)
+
+
+def test_mlperf_keys_of_lars():
+  keys = optimizers.Lars(base_learning_rate=1.0).mlperf_params(decay_steps=7)
+  assert keys['opt_name'] == 'lars'
+  assert keys['lars_opt_learning_rate_decay_steps'] == 7
+  assert keys['lars_epsilon'] == 0.0

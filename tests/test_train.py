@@ -1,0 +1,179 @@
+"""train() end to end, in process: target, MLPerf log, replicas, exact eval."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from input_pipeline import imagenet
+from models.resnet import ResNet
+from tests import helpers
+
+
+def test_quickstart_reaches_target_and_its_log_passes_the_checker(
+    quickstart_data, tmp_path):
+  model_dir = str(tmp_path / 'run')
+  result = helpers.run_quick(
+      quickstart_data, model_dir, DETERMINISTIC=False, TARGET_ACCURACY=0.9,
+      **{'train.train.train_steps': 0, 'train.train.steps_per_loop': 11,
+         'train.train.eval_every_steps': 22, 'train.train.global_batch_size': 64,
+         'train.train.eval_batch_size': 120,
+         'train.train.submission_division': "'closed'"})
+  assert result.status == 'success'
+  assert result.quality >= 0.9
+  assert result.evals[-1][3]['count'] == 360
+  log = os.path.join(model_dir, 'mlperf.log')
+  for ruleset in ('0.7.0', '4.0.0'):
+    checked = helpers.run_checker(log, ruleset, str(tmp_path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert 'SUCCESS' in checked.stdout + checked.stderr
+  text = open(log).read()
+  for key in ('"run_stop"', '"status": "success"', '"lars_opt_momentum"',
+              '"model_bn_span"', '"eval_accuracy"', '"block_start"'):
+    assert key in text
+  # TensorBoard scalars were written.
+  events = glob.glob(os.path.join(model_dir, 'train', 'events.*'))
+  tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0])
+          for v in e.summary.value}
+  assert {'loss', 'learning_rate', 'examples_per_second'} <= tags
+
+
+def test_checker_rejects_a_log_that_missed_the_target(quickstart_data,
+                                                      tmp_path):
+  model_dir = str(tmp_path / 'run')
+  result = helpers.run_quick(
+      quickstart_data, model_dir,
+      **{'train.train.submission_division': "'closed'"})
+  assert result.status == 'aborted'  # 4 steps cannot reach 0.97.
+  checked = helpers.run_checker(os.path.join(model_dir, 'mlperf.log'),
+                                '0.7.0', str(tmp_path))
+  assert checked.returncode != 0
+
+
+@pytest.mark.parametrize('replicas', [2, 4])
+def test_mirrored_replicas_train_like_one_replica(quickstart_data, tmp_path,
+                                                  replicas):
+  one = helpers.run_quick(quickstart_data, str(tmp_path / 'one'))
+  many = helpers.run_quick(
+      quickstart_data, str(tmp_path / f'r{replicas}'),
+      extra_files=['gin/hardware/cpu_mirrored.gin'], CPU_REPLICAS=replicas)
+  a, b = helpers.weights(one.model), helpers.weights(many.model)
+  initial = helpers.weights(ResNet(depth=18, width_multiplier=0.25,
+                                   num_classes=10, seed=0))
+  for k in a:
+    moved = np.linalg.norm(a[k] - initial[k])
+    assert moved > 0, k
+    # The replicas' disagreement is under 1% of how far training moved it.
+    assert np.linalg.norm(b[k] - a[k]) < 0.01 * moved, k
+
+
+def test_eval_counts_every_example_once_on_three_replicas(quickstart_data,
+                                                          tmp_path):
+  result = helpers.run_quick(
+      quickstart_data, str(tmp_path / 'r3'),
+      extra_files=['gin/hardware/cpu_mirrored.gin'], CPU_REPLICAS=3,
+      **{'train.train.global_batch_size': 24 - 24 % 3,
+         'train.train.eval_batch_size': 42})  # 360 % 42 != 0
+  sums = result.evals[-1][3]
+  assert sums['count'] == 360
+  # The same weights scored directly, one device, no padding, agree exactly.
+  data = imagenet.ImageNetInput(data_dir=quickstart_data, image_size=32,
+                                num_classes=10)
+  correct = 0
+  for raw in tf.data.TFRecordDataset(sorted(glob.glob(
+      os.path.join(quickstart_data, 'validation-*')))).batch(1000):
+    parsed = tf.io.parse_example(raw, imagenet.FEATURES)
+    images = tf.map_fn(
+        lambda b: imagenet.image_preprocessing.eval_image(b, image_size=32),
+        parsed[imagenet.IMAGE_KEY], fn_output_signature=tf.float32)
+    logits, _ = result.model(images, training=False)
+    correct += int(tf.reduce_sum(tf.cast(
+        tf.argmax(logits, -1) == parsed[imagenet.LABEL_KEY] - 1, tf.int32)))
+  del data
+  assert sums['correct'] == correct
+
+
+def test_unwritable_model_dir_fails_before_compute(quickstart_data, tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('x')
+  with pytest.raises(PermissionError, match='a_file'):
+    helpers.run_quick(quickstart_data, str(blocker / 'run'))
+
+
+def test_missing_data_names_the_glob(tmp_path):
+  with pytest.raises(FileNotFoundError, match='nowhere/train-'):
+    helpers.run_quick(str(tmp_path / 'nowhere'), str(tmp_path / 'run'))
+  assert not glob.glob(str(tmp_path / 'run' / 'checkpoints' / '*'))
+
+
+def test_batch_not_divisible_by_replicas_is_a_clear_error(quickstart_data,
+                                                          tmp_path):
+  with pytest.raises(ValueError, match=r'global_batch_size.*\(25\).*3'):
+    helpers.run_quick(quickstart_data, str(tmp_path / 'run'),
+                      extra_files=['gin/hardware/cpu_mirrored.gin'],
+                      CPU_REPLICAS=3, **{'train.train.global_batch_size': 25})
+
+
+def test_checkpoint_of_another_model_is_refused_and_kept(quickstart_data,
+                                                         tmp_path):
+  model_dir = str(tmp_path / 'run')
+  helpers.run_quick(quickstart_data, model_dir)
+  before = sorted(os.listdir(os.path.join(model_dir, 'checkpoints')))
+  with pytest.raises(ValueError, match='different model'):
+    helpers.run_quick(quickstart_data, model_dir, DEPTH=34)
+  assert sorted(os.listdir(os.path.join(model_dir, 'checkpoints'))) == before
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(quickstart_data,
+                                                           tmp_path):
+  model_dir = str(tmp_path / 'run')
+  helpers.run_quick(quickstart_data, model_dir,
+                    **{'train.train.checkpoint_every_steps': 2})
+  with pytest.raises(FloatingPointError, match='ckpt-4'):
+    helpers.run_quick(quickstart_data, model_dir,
+                      **{'train.train.train_steps': 10,
+                         'train.train.checkpoint_every_steps': 2,
+                         'training.optimizers.Lars.base_learning_rate': 1e35})
+  names = os.listdir(os.path.join(model_dir, 'checkpoints'))
+  assert 'ckpt-4.index' in names
+  assert not [n for n in names if n.startswith(('ckpt-6', 'ckpt-8'))]
+
+
+def corrupt_copy(src: str, dst: str, split: str) -> str:
+  for f in os.listdir(src):
+    with open(os.path.join(src, f), 'rb') as i, open(os.path.join(dst, f),
+                                                     'wb') as o:
+      o.write(i.read())
+  bad = os.path.join(dst, f'{split}-00099-of-00099')
+  good = tf.io.gfile.GFile(os.path.join(os.path.dirname(__file__), 'data',
+                                        'tiny.jpg'), 'rb').read()
+  with tf.io.TFRecordWriter(bad) as w:
+    for i in range(4):
+      w.write(tf.train.Example(features=tf.train.Features(feature={
+          'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(
+              value=[b'\xff\xd8\xff garbage' if i == 2 else good])),
+          'image/class/label': tf.train.Feature(
+              int64_list=tf.train.Int64List(value=[1]))})).SerializeToString())
+  return bad
+
+
+def test_undecodable_eval_image_fails_naming_file_and_record(quickstart_data,
+                                                             tmp_path):
+  data = tmp_path / 'data'
+  data.mkdir()
+  bad = corrupt_copy(quickstart_data, str(data), 'validation')
+  with pytest.raises(ValueError, match=f'{bad}, record 2.*on_bad_image'):
+    helpers.run_quick(str(data), str(tmp_path / 'run'))
+
+
+def test_undecodable_images_can_be_skipped_and_counted(quickstart_data,
+                                                       tmp_path):
+  data = tmp_path / 'data'
+  data.mkdir()
+  corrupt_copy(quickstart_data, str(data), 'validation')
+  result = helpers.run_quick(
+      str(data), str(tmp_path / 'run'),
+      **{'input_pipeline.imagenet.ImageNetInput.on_bad_image': "'skip'"})
+  assert result.evals[-1][3]['count'] == 360 + 3
