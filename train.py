@@ -155,15 +155,19 @@ def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
   train_dataset = dist.distribute_datasets_from_function(
       lambda ctx: task.data.train_dataset(
           ctx, global_batch_size=global_batch_size, start_step=start_step))
-  num_pipelines = getattr(resolver, 'cluster_spec', None)
-  num_pipelines = (len(num_pipelines().as_dict().get('worker', [])) or 1
-                   if isinstance(dist, tf.distribute.MultiWorkerMirroredStrategy)
-                   else 1)
-  eval_steps = task.data.eval_steps(num_pipelines=num_pipelines,
-                                    global_batch_size=eval_batch_size)
-  eval_dataset = dist.distribute_datasets_from_function(
-      lambda ctx: task.data.eval_dataset(
-          ctx, global_batch_size=eval_batch_size, steps=eval_steps))
+  eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.
+
+  def eval_fn(ctx):
+    steps = task.data.eval_steps(num_pipelines=ctx.num_input_pipelines,
+                                 global_batch_size=eval_batch_size)
+    eval_steps.append(steps)
+    return task.data.eval_dataset(ctx, global_batch_size=eval_batch_size,
+                                  steps=steps)
+
+  eval_dataset = dist.distribute_datasets_from_function(eval_fn)
+  if len(set(eval_steps)) != 1:
+    raise RuntimeError(f'Input pipelines disagree on eval steps: {eval_steps}')
+  eval_steps = eval_steps[0]
 
   writers = ((tf.summary.create_file_writer(os.path.join(model_dir, 'train')),
               tf.summary.create_file_writer(os.path.join(model_dir, 'eval')))

@@ -1,0 +1,139 @@
+"""Runs that need their own processes: the CLI, kill-and-resume, multi-worker."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tests import helpers
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=helpers.ROOT)
+
+
+def train_cmd(data_dir, model_dir, *params):
+  return [helpers.PYTHON, os.path.join(helpers.ROOT, 'train.py'),
+          '--gin_file=gin/resnet_quickstart.gin', f'--model_dir={model_dir}',
+          f"--gin.DATA_DIR='{data_dir}'", *params]
+
+
+def run(cmd, timeout=300):
+  return subprocess.run(cmd, capture_output=True, text=True, env=ENV,
+                        cwd=helpers.ROOT, timeout=timeout)
+
+
+def test_cli_writes_configs_and_accepts_gin_sugar(quickstart_data, tmp_path):
+  model_dir = str(tmp_path / 'run')
+  done = run(train_cmd(quickstart_data, model_dir,
+                       '--gin.train.train.train_steps=4',
+                       '--gin_param=training.optimizers.Lars.warmup_epochs=0.01',
+                       '--gin_param=train.train.steps_per_loop=2',
+                       '--gin_param=train.train.eval_every_steps=4'))
+  # Exit 1: the run ended without reaching the target (4 steps).
+  assert done.returncode == 1, done.stderr[-3000:]
+  assert 'time to train' in done.stdout
+  config = open(os.path.join(model_dir, 'config.gin')).read()
+  operative = open(os.path.join(model_dir, 'operative_config.gin')).read()
+  assert 'train_steps = 4' in config
+  assert 'ImageNetInput.data_dir' in operative
+  events = [os.path.join(model_dir, 'train', f)
+            for f in os.listdir(os.path.join(model_dir, 'train'))]
+  tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0])
+          for v in e.summary.value}
+  assert 'gin/config' in tags
+
+
+def test_gin_mistakes_fail_before_anything_runs(tmp_path):
+  cases = {
+      'gin.REQUIRED': ['--gin_file=gin/resnet50_pod.gin'],
+      "No configurable matching 'models.resnet.ResNt'": [
+          '--gin_file=gin/resnet_quickstart.gin',
+          '--gin_param=models.resnet.ResNt.depth=18'],
+      "doesn't have a parameter named 'dept'": [
+          '--gin_file=gin/resnet_quickstart.gin',
+          '--gin.models.resnet.ResNet.dept=18'],
+  }
+  for i, (message, args) in enumerate(cases.items()):
+    model_dir = tmp_path / str(i)
+    done = run([helpers.PYTHON, 'train.py', f'--model_dir={model_dir}', *args])
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr[-2000:]
+    assert not model_dir.exists() or not os.listdir(model_dir)
+
+
+def final_weights(model_dir):
+  reader = tf.train.load_checkpoint(os.path.join(model_dir, 'checkpoints'))
+  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+          if k.startswith('model/')}
+
+
+def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
+  params = ['--gin.DETERMINISTIC=True', '--gin.train.train.train_steps=120',
+            '--gin.train.train.steps_per_loop=2',
+            '--gin.train.train.eval_every_steps=40',
+            '--gin.train.train.checkpoint_every_steps=10',
+            '--gin.train.train.stop_at_target=False',
+            '--gin.train.train.global_batch_size=32']
+  straight, killed = str(tmp_path / 'straight'), str(tmp_path / 'killed')
+  proc = subprocess.Popen(train_cmd(quickstart_data, killed, *params),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=ENV, cwd=helpers.ROOT, text=True)
+  first = os.path.join(killed, 'checkpoints', 'ckpt-20.index')
+  deadline = time.time() + 240
+  while not os.path.exists(first) and proc.poll() is None:
+    assert time.time() < deadline
+    time.sleep(0.02)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  latest = tf.train.latest_checkpoint(os.path.join(killed, 'checkpoints'))
+  killed_at = int(latest.rsplit('-', 1)[1])
+  assert 20 <= killed_at < 120, 'the run was not killed mid-way'
+
+  resumed = run(train_cmd(quickstart_data, killed, *params))
+  assert f'resumed from {latest} at step {killed_at}' in resumed.stdout
+  done = run(train_cmd(quickstart_data, straight, *params))
+  assert done.returncode in (0, 1), done.stderr[-3000:]
+  a, b = final_weights(straight), final_weights(killed)
+  assert a.keys() == b.keys() and len(a) > 100
+  for k in a:
+    np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def free_port():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def test_two_worker_processes_end_with_identical_weights(quickstart_data,
+                                                         tmp_path):
+  workers = [f'127.0.0.1:{free_port()}' for _ in range(2)]
+  model_dir = str(tmp_path / 'run')
+  procs = []
+  for i in range(2):
+    env = dict(ENV, TF_CONFIG=json.dumps({
+        'cluster': {'worker': workers}, 'task': {'type': 'worker', 'index': i}}))
+    procs.append(subprocess.Popen(
+        [helpers.PYTHON, os.path.join(helpers.ROOT, 'tests',
+                                      'multi_worker_main.py'),
+         quickstart_data, model_dir, str(tmp_path / f'w{i}.npz')],
+        env=env, cwd=helpers.ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True))
+  outputs = [p.communicate(timeout=300)[0] for p in procs]
+  for p, out in zip(procs, outputs):
+    assert p.returncode == 0, out[-3000:]
+  w0, w1 = (np.load(tmp_path / f'w{i}.npz') for i in range(2))
+  # Each host counted its own eval shard; together every example once.
+  assert int(w0['count']) == 360
+  names = [k for k in w0.files if k != 'count']
+  assert len(names) == 62  # every ResNet-18 weight
+  for k in names:
+    np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
+  # Only the chief wrote the run's log and checkpoints; the scratch is gone.
+  assert os.path.exists(os.path.join(model_dir, 'mlperf.log'))
+  assert tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
+  assert not os.listdir(os.path.join(model_dir, 'worker_scratch'))
