@@ -1,4 +1,9 @@
-"""ResNet image preprocessing: fused JPEG decode+crop, flip, normalisation.
+"""ResNet image preprocessing: fused JPEG decode+crop, flip, resize.
+
+The host pipeline emits float32 pixel values in [0, 255]; `normalize` (mean
+and stddev) runs on the device at the start of the step. It is affine, so it
+costs nothing there, while on the host it was a third of the per-image work
+(the host is the bottleneck of a TPU input pipeline).
 
 Randomness is stateless and keyed by (seed, example index), so a given example
 gets the same crop whatever the thread scheduling, and a resumed run sees the
@@ -15,7 +20,7 @@ EVAL_CROP_FRACTION = 224 / 256
 
 
 def normalize(image: tf.Tensor) -> tf.Tensor:
-  """Float32 image scaled by the ImageNet mean and stddev."""
+  """Float32 image scaled by the ImageNet mean and stddev (runs on device)."""
   image = tf.cast(image, tf.float32)
   return (image - tf.constant(MEAN_RGB)) / tf.constant(STDDEV_RGB)
 
@@ -43,7 +48,7 @@ def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
                 area_range=(0.08, 1.0), aspect_ratio_range=(0.75, 1.33),
                 max_attempts: int = 10,
                 decoded: bool = False) -> tf.Tensor:
-  """Random-crop, resize, flip and normalise one training image.
+  """Random-crop, flip and resize one training image.
 
   Args:
     image_bytes: JPEG bytes, or a decoded uint8 HxWx3 image if `decoded`.
@@ -57,7 +62,7 @@ def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
     decoded: the input is already decoded (decoded-image cache).
 
   Returns:
-    float32 [image_size, image_size, 3].
+    float32 [image_size, image_size, 3] pixel values in [0, 255].
   """
   crop_seed, flip_seed = tf.unstack(
       tf.random.experimental.stateless_split(seed, num=2))
@@ -75,15 +80,15 @@ def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
     # One op decodes only the crop window: the fused path the TPU reference
     # uses, which skips most of the IDCT work for small crops.
     image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
-  image = _resize(image, image_size)
   if flip:
+    # On the uint8 crop: a quarter of the bytes of the resized float image.
     image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-  return normalize(image)
+  return _resize(image, image_size)
 
 
 def eval_image(image_bytes: tf.Tensor, *, image_size: int,
                crop_fraction: float = EVAL_CROP_FRACTION) -> tf.Tensor:
-  """Central crop of `crop_fraction` of the shorter side, resize, normalise."""
+  """Central crop of `crop_fraction` of the shorter side, resized; [0, 255]."""
   shape = tf.image.extract_jpeg_shape(image_bytes)
   height, width = shape[0], shape[1]
   crop = tf.cast(crop_fraction * tf.cast(tf.minimum(height, width),
@@ -92,4 +97,4 @@ def eval_image(image_bytes: tf.Tensor, *, image_size: int,
   offset_x = (width - crop + 1) // 2
   window = tf.stack([offset_y, offset_x, crop, crop])
   image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
-  return normalize(_resize(image, image_size))
+  return _resize(image, image_size)

@@ -8,6 +8,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from input_pipeline.image_preprocessing import normalize
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
 
@@ -48,7 +49,7 @@ class ResNetTask:
 
   def per_example_loss(self, model, batch):
     """Label-smoothed cross-entropy per example, and new model state."""
-    logits, state_updates = model(batch['image'], training=True)
+    logits, state_updates = model(normalize(batch['image']), training=True)
     labels = tf.one_hot(batch['label'], model.num_classes)
     if self.label_smoothing:
       labels = (labels * (1.0 - self.label_smoothing) +
@@ -58,7 +59,7 @@ class ResNetTask:
 
   def eval_sums(self, model, batch) -> dict:
     """Masked counts summed over a replica's batch."""
-    logits, _ = model(batch['image'], training=False)
+    logits, _ = model(normalize(batch['image']), training=False)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                batch['label']), tf.float32)
     return {'correct': tf.reduce_sum(correct * batch['mask']),

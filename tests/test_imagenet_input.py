@@ -138,3 +138,14 @@ def test_undecodable_image_is_found_and_named(quickstart_data, tmp_path):
   data = make_input(str(tmp_path))
   found = data.find_undecodable()
   assert len(found) == 1 and found[0].startswith(f'{bad}, record 1')
+
+
+def test_decoded_image_cache_gives_the_same_crops_as_fused_decode(
+    quickstart_data):
+  raw = make_input(quickstart_data, cache='raw').train_dataset(
+      context(), global_batch_size=32)
+  decoded = make_input(quickstart_data, cache='decoded').train_dataset(
+      context(), global_batch_size=32)
+  for a, b in zip(raw.take(3), decoded.take(3)):
+    np.testing.assert_array_equal(a['label'], b['label'])
+    np.testing.assert_allclose(a['image'], b['image'], atol=1.0)  # of 255

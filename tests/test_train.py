@@ -79,8 +79,6 @@ def test_eval_counts_every_example_once_on_three_replicas(quickstart_data,
   sums = result.evals[-1][3]
   assert sums['count'] == 360
   # The same weights scored directly, one device, no padding, agree exactly.
-  data = imagenet.ImageNetInput(data_dir=quickstart_data, image_size=32,
-                                num_classes=10)
   correct = 0
   for raw in tf.data.TFRecordDataset(sorted(glob.glob(
       os.path.join(quickstart_data, 'validation-*')))).batch(1000):
@@ -88,10 +86,10 @@ def test_eval_counts_every_example_once_on_three_replicas(quickstart_data,
     images = tf.map_fn(
         lambda b: imagenet.image_preprocessing.eval_image(b, image_size=32),
         parsed[imagenet.IMAGE_KEY], fn_output_signature=tf.float32)
-    logits, _ = result.model(images, training=False)
+    logits, _ = result.model(
+        imagenet.image_preprocessing.normalize(images), training=False)
     correct += int(tf.reduce_sum(tf.cast(
         tf.argmax(logits, -1) == parsed[imagenet.LABEL_KEY] - 1, tf.int32)))
-  del data
   assert sums['correct'] == correct
 
 
