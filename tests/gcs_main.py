@@ -1,0 +1,47 @@
+"""Driver for the gs:// test; runs inside tools/gcs_emulator.py.
+
+  python tests/gcs_main.py LOCAL_DATA_DIR
+Uploads the data to gs://test/data, trains with model_dir gs://test/run, runs
+again to resume from the gs:// checkpoint, and prints a JSON report.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def train(steps):
+  return subprocess.run(
+      [sys.executable, os.path.join(ROOT, 'train.py'),
+       '--gin_file=gin/resnet_quickstart.gin', '--model_dir=gs://test/run',
+       "--gin.DATA_DIR='gs://test/data'", f'--gin.train.train.train_steps={steps}',
+       '--gin.train.train.steps_per_loop=2', '--gin.train.train.eval_every_steps=4',
+       '--gin.train.train.checkpoint_every_steps=2',
+       '--gin.training.optimizers.Lars.warmup_epochs=0.01'],
+      capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def main(local_data):
+  tf.io.gfile.makedirs('gs://test/data')
+  for name in os.listdir(local_data):
+    if name.startswith(('train-', 'validation-')):
+      tf.io.gfile.copy(os.path.join(local_data, name), f'gs://test/data/{name}')
+  first, second = train(4), train(8)
+  log = tf.io.gfile.GFile('gs://test/run/mlperf.log').read()
+  print(json.dumps({
+      'exit_codes': [first.returncode, second.returncode],
+      'stdout': [first.stdout[-2000:], second.stdout[-2000:]],
+      'stderr_tail': [first.stderr[-3000:], second.stderr[-3000:]],
+      'files': sorted(tf.io.gfile.listdir('gs://test/run')),
+      'checkpoints': sorted(tf.io.gfile.listdir('gs://test/run/checkpoints')),
+      'run_stops': log.count('"key": "run_stop"'),
+  }))
+
+
+if __name__ == '__main__':
+  main(sys.argv[1])

@@ -1,0 +1,36 @@
+"""gs:// model_dir and data through a real GCS emulator (tools/gcs_emulator.py)."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests import helpers
+
+needs_namespaces = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which('unshare') or not shutil.which(
+        'openssl'),
+    reason='needs root, unshare and openssl for a private network namespace')
+
+
+@needs_namespaces
+def test_training_reads_and_writes_gs_and_resumes_from_it(quickstart_data):
+  done = subprocess.run(
+      ['unshare', '-mn', helpers.PYTHON, '-m', 'tools.gcs_emulator',
+       '--bucket=test', '--', helpers.PYTHON, 'tests/gcs_main.py',
+       quickstart_data],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=900,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
+               PYTHONPATH=helpers.ROOT))
+  assert done.returncode == 0, done.stderr[-3000:]
+  report = json.loads(done.stdout.strip().splitlines()[-1])
+  # Exit 1 = ran to the step budget without reaching the target.
+  assert report['exit_codes'] == [1, 1], report['stderr_tail']
+  assert 'resumed from gs://test/run/checkpoints/ckpt-4 at step 4' in (
+      report['stdout'][1])
+  for name in ('config.gin', 'operative_config.gin', 'mlperf.log'):
+    assert name in report['files']
+  assert 'ckpt-8.index' in report['checkpoints']
+  assert report['run_stops'] == 2  # The resumed run appended to the log.

@@ -1,0 +1,180 @@
+"""Runs a command against a local GCS emulator that TF's gs:// filesystem reaches.
+
+  unshare -mn python -m tools.gcs_emulator --bucket=test -- python train.py \
+      --model_dir=gs://test/run ...
+
+TensorFlow's built-in gs:// filesystem has its endpoints hard-coded
+(https://www.googleapis.com, https://storage.googleapis.com) and honours no
+emulator variable. So, inside a private network and mount namespace (run this
+under `unshare -mn` as root), this tool:
+  1. brings up the loopback device and bind-mounts a hosts file that sends both
+     Google hostnames to 127.0.0.1;
+  2. makes a throw-away CA and server certificate with openssl;
+  3. starts `gcp-storage-emulator` (in memory) and a TLS reverse proxy on
+     127.0.0.1:443 in front of it (de-chunking request bodies and rewriting
+     http:// Location headers to https://);
+  4. runs the command with CURL_CA_BUNDLE pointing at the CA and
+     GOOGLE_AUTH_TOKEN_FOR_TESTING set, and exits with its exit code.
+Nothing outside the namespace is touched.
+"""
+
+import http.client
+import http.server
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+
+from absl import app
+from absl import flags
+
+GOOGLE_HOSTS = ('www.googleapis.com', 'storage.googleapis.com')
+HOP_BY_HOP = {'connection', 'keep-alive', 'transfer-encoding', 'expect',
+              'content-length', 'proxy-connection', 'upgrade', 'te'}
+
+
+def start_emulator(bucket: str):
+  """Starts gcp-storage-emulator in memory with `bucket`; returns (server, port)."""
+  from gcp_storage_emulator.handlers import objects
+  from gcp_storage_emulator.server import create_server
+
+  media_upload = objects._media_upload  # pylint: disable=protected-access
+
+  def media_upload_allowing_empty_body(request, response, storage):
+    # TF uploads directory markers with an empty body, which the emulator
+    # reads as None and then fails on len(None).
+    if request.data is None:
+      request._data = b''  # pylint: disable=protected-access
+    return media_upload(request, response, storage)
+
+  objects._media_upload = media_upload_allowing_empty_body  # pylint: disable=protected-access
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  server = create_server('127.0.0.1', port, in_memory=True,
+                         default_bucket=bucket)
+  server.start()
+  return server, port
+
+
+def make_certificates(folder: str) -> tuple[str, str, str]:
+  """A CA and a server certificate for the Google hosts; returns paths."""
+  ca_key, ca = os.path.join(folder, 'ca.key'), os.path.join(folder, 'ca.pem')
+  key, csr = os.path.join(folder, 'srv.key'), os.path.join(folder, 'srv.csr')
+  cert, ext = os.path.join(folder, 'srv.pem'), os.path.join(folder, 'ext.cnf')
+  with open(ext, 'w') as f:
+    f.write('subjectAltName=' + ','.join(f'DNS:{h}' for h in GOOGLE_HOSTS) +
+            '\nbasicConstraints=CA:FALSE\n')
+
+  def openssl(*args):
+    subprocess.run(['openssl', *args], check=True, capture_output=True)
+
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
+          '-subj', '/CN=gcs-emulator-ca', '-keyout', ca_key, '-out', ca)
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj',
+          f'/CN={GOOGLE_HOSTS[0]}', '-keyout', key, '-out', csr)
+  openssl('x509', '-req', '-in', csr, '-CA', ca, '-CAkey', ca_key,
+          '-CAcreateserial', '-days', '2', '-extfile', ext, '-out', cert)
+  return ca, cert, key
+
+
+def make_proxy_handler(upstream_port: int):
+  """A TLS-terminating handler forwarding every request to the emulator."""
+
+  class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, *args):
+      del args
+
+    def _body(self) -> bytes:
+      if 'chunked' in self.headers.get('Transfer-Encoding', '').lower():
+        chunks = []
+        while True:
+          size = int(self.rfile.readline().split(b';')[0].strip(), 16)
+          if size == 0:
+            while self.rfile.readline() not in (b'\r\n', b'\n', b''):
+              pass  # Trailers.
+            return b''.join(chunks)
+          chunks.append(self.rfile.read(size))
+          self.rfile.readline()
+      length = int(self.headers.get('Content-Length') or 0)
+      return self.rfile.read(length) if length else b''
+
+    def _forward(self):
+      body = self._body()
+      headers = {k: v for k, v in self.headers.items()
+                 if k.lower() not in HOP_BY_HOP}
+      if body or self.command in ('POST', 'PUT', 'PATCH'):
+        headers['Content-Length'] = str(len(body))
+      upstream = http.client.HTTPConnection('127.0.0.1', upstream_port,
+                                            timeout=120)
+      upstream.request(self.command, self.path, body=body, headers=headers)
+      reply = upstream.getresponse()
+      data = reply.read()
+      upstream.close()
+      self.send_response(reply.status, reply.reason)
+      for k, v in reply.getheaders():
+        if k.lower() in HOP_BY_HOP:
+          continue
+        if k.lower() == 'location':
+          v = v.replace('http://', 'https://', 1)
+        self.send_header(k, v)
+      self.send_header('Content-Length', str(len(data)))
+      self.end_headers()
+      if self.command != 'HEAD':
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _forward
+
+  return Handler
+
+
+def start_proxy(upstream_port: int, cert: str, key: str) -> None:
+  server = http.server.ThreadingHTTPServer(('127.0.0.1', 443),
+                                           make_proxy_handler(upstream_port))
+  context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+  context.load_cert_chain(cert, key)
+  server.socket = context.wrap_socket(server.socket, server_side=True)
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def isolate_network(folder: str) -> None:
+  """Loopback up; Google hosts resolve to it (needs `unshare -mn`, root)."""
+  subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+  hosts = os.path.join(folder, 'hosts')
+  with open(hosts, 'w') as f:
+    f.write('127.0.0.1 localhost ' + ' '.join(GOOGLE_HOSTS) + '\n')
+  subprocess.run(['mount', '--bind', hosts, '/etc/hosts'], check=True)
+
+
+def run(command: list[str], *, bucket: str) -> int:
+  """Sets everything up, runs `command`, returns its exit code."""
+  with tempfile.TemporaryDirectory() as folder:
+    isolate_network(folder)
+    ca, cert, key = make_certificates(folder)
+    emulator, port = start_emulator(bucket)
+    try:
+      start_proxy(port, cert, key)
+      env = dict(os.environ, CURL_CA_BUNDLE=ca,
+                 GOOGLE_AUTH_TOKEN_FOR_TESTING='dummy')
+      return subprocess.run(command, env=env, check=False).returncode
+    finally:
+      emulator.stop()  # Its API thread is not a daemon.
+
+
+def main(argv):
+  command = argv[1:]
+  if command and command[0] == '--':
+    command = command[1:]
+  if not command:
+    raise app.UsageError('Give the command to run after --.')
+  sys.exit(run(command, bucket=flags.FLAGS.bucket))
+
+
+if __name__ == '__main__':
+  flags.DEFINE_string('bucket', 'test', 'Bucket the emulator starts with.')
+  app.run(main)
