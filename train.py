@@ -25,6 +25,7 @@ from training import checkpoints
 from training import controller as controller_lib
 from training import mlperf_log
 from training import step as step_lib
+from training.task import Task
 
 
 def check_writable(model_dir: str) -> None:
@@ -46,7 +47,7 @@ def write_text(path: str, text: str) -> None:
     f.write(text)
 
 
-def train(*, task, optimizer, model_dir: str, global_batch_size: int,
+def train(*, task: Task, optimizer, model_dir: str, global_batch_size: int,
           train_epochs: float, steps_per_loop: int, eval_every_steps: int,
           train_steps: int = 0, eval_batch_size: int = 0, checkpoint_every_steps: int = 0,
           max_checkpoints: int = 3, stop_at_target: bool = True,
@@ -59,7 +60,8 @@ def train(*, task, optimizer, model_dir: str, global_batch_size: int,
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
-    task: ties model, inputs, loss and eval metric (e.g. ResNetTask).
+    task: ties model, inputs, loss and eval metric (training/task.py; e.g.
+      models.resnet_task.ResNetTask).
     optimizer: a training/optimizers.py optimizer.
     model_dir: where checkpoints, logs and summaries go (local or gs://).
     global_batch_size: training examples per step over all replicas.
@@ -168,6 +170,7 @@ def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
   if len(set(eval_steps)) != 1:
     raise RuntimeError(f'Input pipelines disagree on eval steps: {eval_steps}')
   eval_steps = eval_steps[0]
+  num_eval_examples = task.data.num_eval_examples()
 
   writers = ((tf.summary.create_file_writer(os.path.join(model_dir, 'train')),
               tf.summary.create_file_writer(os.path.join(model_dir, 'eval')))
@@ -187,14 +190,14 @@ def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
       learning_rate=optimizer.schedule, quality=task.quality,
       target=task.target_quality, stop_at_target=stop_at_target,
       checkpointer=checkpointer, mlperf=mlperf, summary_writers=writers,
-      explain_input_error=getattr(task, 'explain_input_error', None),
-      expected_eval_count=task.data.num_eval_examples())
+      explain_input_error=task.explain_input_error,
+      expected_eval_count=num_eval_examples)
   controller.compile()
 
   mlperf.event(mlc.GLOBAL_BATCH_SIZE, global_batch_size)
   mlperf.event(mlc.GRADIENT_ACCUMULATION_STEPS, 1)
   mlperf.event(mlc.TRAIN_SAMPLES, task.num_train_examples)
-  mlperf.event(mlc.EVAL_SAMPLES, task.data.num_eval_examples())
+  mlperf.event(mlc.EVAL_SAMPLES, num_eval_examples)
   decay_steps = optimizer.schedule.decay_steps
   for key, value in {**optimizer.mlperf_params(decay_steps=decay_steps),
                      **task.mlperf_params(per_replica_batch_size=per_replica,

@@ -178,9 +178,11 @@ class ImageNetInput:
     return self._eval_counts[num_pipelines]
 
   def num_eval_examples(self) -> int:
+    """Real eval examples over all hosts (reuses any per-host count)."""
     if self.synthetic:
       return 0
-    return sum(self.eval_counts(1))
+    counts = next(iter(self._eval_counts.values()), None)
+    return sum(counts if counts is not None else self.eval_counts(1))
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
                    global_batch_size: int, steps: int):

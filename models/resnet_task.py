@@ -14,7 +14,10 @@ from models.resnet import ResNet
 
 
 class ResNetTask:
-  """ImageNet-style classification with a ResNet and top-1 accuracy."""
+  """ImageNet-style classification with a ResNet and top-1 accuracy.
+
+  Implements training.task.Task.
+  """
 
   mlperf_benchmark = 'resnet'
   quality_name = 'top-1 accuracy'

@@ -24,6 +24,10 @@ def test_quickstart_reaches_target_and_its_log_passes_the_checker(
   assert result.status == 'success'
   assert result.quality >= 0.9
   assert result.evals[-1][3]['count'] == 360
+  # Stopped at the target with no periodic checkpoints: the final state is
+  # still saved (export and inference start from it).
+  assert os.path.exists(os.path.join(model_dir, 'checkpoints',
+                                     f'ckpt-{result.step}.index'))
   log = os.path.join(model_dir, 'mlperf.log')
   for ruleset in ('0.7.0', '4.0.0'):
     checked = helpers.run_checker(log, ruleset, str(tmp_path))
@@ -137,6 +141,9 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(quickstart_data,
   names = os.listdir(os.path.join(model_dir, 'checkpoints'))
   assert 'ckpt-4.index' in names
   assert not [n for n in names if n.startswith(('ckpt-6', 'ckpt-8'))]
+  run_stops = [line for line in open(os.path.join(model_dir, 'mlperf.log'))
+               if '"key": "run_stop"' in line]
+  assert '"status": "aborted"' in run_stops[-1]
 
 
 def corrupt_copy(src: str, dst: str, split: str) -> str:

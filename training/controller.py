@@ -64,7 +64,7 @@ class Controller:
                eval_steps: int, step: tf.Variable, schedule: Schedule,
                global_batch_size: int, learning_rate, quality, target: float,
                stop_at_target: bool, checkpointer, mlperf, summary_writers,
-               explain_input_error=None, expected_eval_count: int = 0):
+               explain_input_error, expected_eval_count: int = 0):
     self.train_loop, self.eval_loop = train_loop, eval_loop
     self.train_iterator = train_iterator
     self.make_eval_iterator = make_eval_iterator
@@ -87,7 +87,7 @@ class Controller:
     try:
       return loop(*args)
     except tf.errors.InvalidArgumentError as e:
-      message = self.explain_input_error(e) if self.explain_input_error else None
+      message = self.explain_input_error(e)
       if message:
         raise ValueError(message) from e
       raise
@@ -109,60 +109,57 @@ class Controller:
     return sums
 
   def run(self) -> Result:
-    """Trains to the target or the step budget, whichever comes first."""
-    s = self.schedule
-    mlperf = self.mlperf
-    start = int(self.step.numpy())
+    """Trains to the target or the step budget, whichever comes first.
+
+    Any exception ends the MLPerf log with run_stop status 'aborted' before it
+    propagates. The final state is checkpointed whatever the outcome except
+    a NaN loss, which keeps the last good checkpoint instead.
+    """
+    self.mlperf.start(mlc.RUN_START)
     run_start = time.time()
-    mlperf.start(mlc.RUN_START)
-    evals = []
-    quality = None
-    status = 'aborted'
+    try:
+      status, quality, evals, saved_step = self._loop()
+    except BaseException:
+      self.mlperf.end(mlc.RUN_STOP, metadata={'status': 'aborted'})
+      raise
+    self.mlperf.end(mlc.RUN_STOP, metadata={'status': status})
+    time_to_train = time.time() - run_start
+    step = int(self.step.numpy())
+    if step != saved_step:
+      self.checkpointer.save(step)
+    return Result(status=status, step=step, quality=quality,
+                  time_to_train=time_to_train, evals=evals)
+
+  def _loop(self):
+    """The training loop; returns (status, last quality, evals, saved step)."""
+    s, mlperf = self.schedule, self.mlperf
+    start = int(self.step.numpy())
+    evals, quality, status, saved_step = [], None, 'aborted', None
     block_start_step = start
     mlperf.start(mlc.BLOCK_START, metadata=self._block_metadata(start))
     last_time, last_step = time.time(), start
     while int(self.step.numpy()) < s.total_steps:
       step = int(self.step.numpy())
-      num_steps = min(s.steps_per_loop, s.total_steps - step)
-      loss = self._run_train_loop(num_steps)
+      loss = self._run_train_loop(min(s.steps_per_loop, s.total_steps - step))
       step = int(self.step.numpy())
       now = time.time()
       examples_per_second = ((step - last_step) * self.global_batch_size /
                              max(now - last_time, 1e-9))
       last_time, last_step = now, step
       if not math.isfinite(loss):
-        mlperf.end(mlc.RUN_STOP, metadata={'status': 'aborted'})
         latest = self.checkpointer.latest()
         raise FloatingPointError(
             f'The training loss became {loss} in the loop ending at step '
             f'{step}. Stopped; the last good checkpoint is kept '
             f'({latest or "none saved yet"}). Lower the learning rate or '
             'lengthen the warmup, then rerun to resume from it.')
-      lr = float(self.learning_rate(step))
-      eta = (s.total_steps - step) / max(examples_per_second /
-                                         self.global_batch_size, 1e-9)
-      print(f'step {step}/{s.total_steps}  loss {loss:.4f}  lr {lr:.5g}  '
-            f'{examples_per_second:.1f} examples/s  ETA {format_eta(eta)}',
-            flush=True)
-      with self.train_writer.as_default(step=step):
-        tf.summary.scalar('loss', loss)
-        tf.summary.scalar('learning_rate', lr)
-        tf.summary.scalar('examples_per_second', examples_per_second)
+      self._report(step, loss, examples_per_second)
 
       if step % s.eval_every_steps == 0 or step == s.total_steps:
         mlperf.end(mlc.BLOCK_STOP,
                    metadata=self._block_metadata(block_start_step))
-        epoch = s.epoch(step)
-        mlperf.start(mlc.EVAL_START, metadata={'epoch_num': epoch})
-        sums = self.evaluate()
-        quality = self.quality(sums)
-        mlperf.event(mlc.EVAL_ACCURACY, quality, metadata={'epoch_num': epoch})
-        mlperf.end(mlc.EVAL_STOP, metadata={'epoch_num': epoch})
-        evals.append((step, epoch, quality, sums))
-        print(f'eval at step {step} (epoch {epoch}): quality {quality:.4f} '
-              f'(target {self.target})', flush=True)
-        with self.eval_writer.as_default(step=step):
-          tf.summary.scalar('quality', quality)
+        quality, sums = self._evaluate_logged(step)
+        evals.append((step, s.epoch(step), quality, sums))
         if quality >= self.target:
           status = 'success'
           if self.stop_at_target:
@@ -172,13 +169,35 @@ class Controller:
           mlperf.start(mlc.BLOCK_START, metadata=self._block_metadata(step))
       if s.checkpoint_every_steps and step % s.checkpoint_every_steps == 0:
         self.checkpointer.save(step)
-    mlperf.end(mlc.RUN_STOP, metadata={'status': status})
-    time_to_train = time.time() - run_start
-    step = int(self.step.numpy())
-    if s.checkpoint_every_steps or step == s.total_steps:
-      self.checkpointer.save(step)
-    return Result(status=status, step=step, quality=quality,
-                  time_to_train=time_to_train, evals=evals)
+        saved_step = step
+    return status, quality, evals, saved_step
+
+  def _report(self, step: int, loss: float, examples_per_second: float):
+    """The progress line and the training scalars of one loop."""
+    lr = float(self.learning_rate(step))
+    eta = (self.schedule.total_steps - step) / max(
+        examples_per_second / self.global_batch_size, 1e-9)
+    print(f'step {step}/{self.schedule.total_steps}  loss {loss:.4f}  '
+          f'lr {lr:.5g}  {examples_per_second:.1f} examples/s  '
+          f'ETA {format_eta(eta)}', flush=True)
+    with self.train_writer.as_default(step=step):
+      tf.summary.scalar('loss', loss)
+      tf.summary.scalar('learning_rate', lr)
+      tf.summary.scalar('examples_per_second', examples_per_second)
+
+  def _evaluate_logged(self, step: int):
+    """One evaluation with its MLPerf events, progress line and summary."""
+    epoch = self.schedule.epoch(step)
+    self.mlperf.start(mlc.EVAL_START, metadata={'epoch_num': epoch})
+    sums = self.evaluate()
+    quality = self.quality(sums)
+    self.mlperf.event(mlc.EVAL_ACCURACY, quality, metadata={'epoch_num': epoch})
+    self.mlperf.end(mlc.EVAL_STOP, metadata={'epoch_num': epoch})
+    print(f'eval at step {step} (epoch {epoch}): quality {quality:.4f} '
+          f'(target {self.target})', flush=True)
+    with self.eval_writer.as_default(step=step):
+      tf.summary.scalar('quality', quality)
+    return quality, sums
 
   def _block_metadata(self, first_step: int) -> dict:
     s = self.schedule
