@@ -98,8 +98,15 @@ class ImageNetInput:
 
   def _parse(self, raw):
     parsed = tf.io.parse_single_example(raw, FEATURES)
-    label = tf.cast(parsed[LABEL_KEY] - self.label_offset, tf.int32)
-    return parsed[IMAGE_KEY], label
+    label = parsed[LABEL_KEY] - self.label_offset
+    # An out-of-range label would one-hot to all zeros and train silently.
+    in_range = tf.logical_and(label >= 0, label < self.num_classes)
+    check = tf.debugging.Assert(in_range, [
+        f'{LABEL_KEY} minus label_offset ({self.label_offset}) must lie in '
+        f'[0, num_classes={self.num_classes}); check those two bindings. '
+        'Got:', label])
+    with tf.control_dependencies([check]):
+      return parsed[IMAGE_KEY], tf.cast(label, tf.int32)
 
   def _raw_records(self, input_context, pattern, *, shuffle_files):
     files, record_shard = records.host_shard(records.list_files(pattern),
@@ -146,9 +153,13 @@ class ImageNetInput:
     # skip so that a resumed run draws the same crops as an uninterrupted one.
     ds = ds.enumerate().skip(skip)
 
+    # Hosts number their examples alike: the host id keeps their crops apart.
+    host_seed = tf.constant(
+        self.seed * 100003 + input_context.input_pipeline_id, tf.int64)
+
     def preprocess(index, example):
       image, label = example
-      seed = tf.stack([tf.constant(self.seed, tf.int64), index])
+      seed = tf.stack([host_seed, index])
       image = image_preprocessing.train_image(
           image, seed, image_size=image_size, flip=self.flip,
           min_object_covered=self.min_object_covered,

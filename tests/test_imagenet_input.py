@@ -149,3 +149,12 @@ def test_decoded_image_cache_gives_the_same_crops_as_fused_decode(
   for a, b in zip(raw.take(3), decoded.take(3)):
     np.testing.assert_array_equal(a['label'], b['label'])
     np.testing.assert_allclose(a['image'], b['image'], atol=1.0)  # of 255
+
+
+def test_label_out_of_range_names_the_bindings(quickstart_data):
+  ds = make_input(quickstart_data, num_classes=5).train_dataset(
+      context(), global_batch_size=64)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r'label_offset \(1\).*num_classes=5'):
+    for _ in ds.take(10):
+      pass
