@@ -86,9 +86,17 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     if not tpu:
       raise ValueError("Strategy 'tpu' needs --tpu=NAME (a TPU name, a "
                        "grpc:// address or 'local').")
-    resolver = resolve_tpu(tpu)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+      resolver = resolve_tpu(tpu)
+      tf.config.experimental_connect_to_cluster(resolver)
+      tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (tf.errors.OpError, ValueError) as e:
+      first_line = str(e).splitlines()[0][:300]
+      raise RuntimeError(
+          f'Cannot reach or initialise the TPU --tpu={tpu!r}: {first_line}. '
+          'Check the TPU name (or grpc:// address) and that this VM can reach '
+          "it; on a TPU VM use --tpu=local and install requirements-tpu.txt."
+      ) from e
     return tf.distribute.TPUStrategy(resolver)
   if kind == 'multi_worker':
     if 'TF_CONFIG' not in os.environ:

@@ -137,3 +137,12 @@ def test_two_worker_processes_end_with_identical_weights(quickstart_data,
   assert os.path.exists(os.path.join(model_dir, 'mlperf.log'))
   assert tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
   assert not os.listdir(os.path.join(model_dir, 'worker_scratch'))
+
+
+def test_tpu_path_without_a_tpu_says_what_to_check():
+  done = run([helpers.PYTHON, '-c', (
+      'from distribution import strategy\n'
+      "strategy.make_strategy(kind='tpu', tpu='local')")], timeout=120)
+  assert done.returncode != 0
+  assert "Cannot reach or initialise the TPU --tpu='local'" in done.stderr
+  assert 'TPUs not found' in done.stderr
