@@ -259,9 +259,8 @@ class ImageNetInput:
           parsed = tf.io.parse_single_example(raw, FEATURES)
           try:
             tf.io.decode_jpeg(parsed[IMAGE_KEY], channels=3)
-          except (tf.errors.InvalidArgumentError, ValueError) as e:
-            bad.append(f'{path}, record {i}: {e.message.splitlines()[0]}'
-                       if hasattr(e, 'message') else f'{path}, record {i}')
+          except tf.errors.InvalidArgumentError as e:
+            bad.append(f'{path}, record {i}: {e.message.splitlines()[0]}')
             if len(bad) >= limit:
               return bad
     return bad

@@ -104,3 +104,16 @@ def test_mlperf_keys_of_lars():
   assert keys['opt_name'] == 'lars'
   assert keys['lars_opt_learning_rate_decay_steps'] == 7
   assert keys['lars_epsilon'] == 0.0
+
+
+def test_l2_term_follows_the_optimizers_exclusion_rule():
+  from training import step as step_lib
+  kernel = tf.Variable(tf.ones([2, 2]), name='m/conv/kernel')
+  gamma = tf.Variable(tf.ones([3]), name='m/bn/gamma')
+  default = optimizers.SgdMomentum(base_learning_rate=0.1)
+  decays = [default.takes_decay(v) for v in (kernel, gamma)]
+  assert float(step_lib.l2_loss([kernel, gamma], decays)) == 2.0
+  everything = optimizers.SgdMomentum(base_learning_rate=0.1,
+                                      exclude=lambda name: False)
+  decays = [everything.takes_decay(v) for v in (kernel, gamma)]
+  assert float(step_lib.l2_loss([kernel, gamma], decays)) == 3.5

@@ -8,12 +8,11 @@ changing any state, which is how the runtime compiles before run_start.
 
 import tensorflow as tf
 
-from models.layers import is_decay_exempt
 
 
-def l2_loss(variables) -> tf.Tensor:
-  """0.5 * sum of squares over weights that take decay (not BN, not bias)."""
-  terms = [tf.nn.l2_loss(v) for v in variables if not is_decay_exempt(v.name)]
+def l2_loss(variables, decays) -> tf.Tensor:
+  """0.5 * sum of squares over the variables that take weight decay."""
+  terms = [tf.nn.l2_loss(v) for v, decay in zip(variables, decays) if decay]
   return tf.add_n(terms) if terms else tf.constant(0.0)
 
 
@@ -43,7 +42,8 @@ def make_train_loop(*, strategy, model, optimizer, task,
       data_loss = tf.reduce_sum(losses) / global_batch_size
       loss = data_loss
       if weight_decay:
-        loss += weight_decay * l2_loss(variables) / ctx.num_replicas_in_sync
+        loss += (weight_decay * l2_loss(variables, decays) /
+                 ctx.num_replicas_in_sync)
     grads = tape.gradient(loss, variables)
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     state_values = [state_updates[n] for n in state_names]
