@@ -24,3 +24,12 @@ def quickstart_data(tmp_path_factory):
   build_quickstart_data.build(str(out))
   shutil.rmtree(out / 'images')
   return str(out)
+
+
+@pytest.fixture(scope='session')
+def bert_data(tmp_path_factory):
+  """The BERT quickstart data: vocabulary, corpora and TFRecords."""
+  from tools import build_bert_quickstart_data
+  out = tmp_path_factory.mktemp('bert_quickstart')
+  counts = build_bert_quickstart_data.build(str(out))
+  return str(out), counts
