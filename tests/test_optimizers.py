@@ -35,7 +35,7 @@ def run_updates(opt, names_shapes, steps, seed=0):
     lr = float(opt.schedule(step))
     lrs.append(lr)
     for v, s, g in zip(variables, slots, grads):
-      opt.update(v, tf.constant(g), s, tf.constant(lr),
+      opt.update(v, tf.constant(g), s, tf.constant(lr), tf.constant(step),
                  decay=opt.takes_decay(v))
   return init, grads_seq, lrs, [v.numpy() for v in variables]
 
@@ -65,7 +65,7 @@ def test_lars_trust_ratio_is_one_for_zero_weights():
   v = tf.Variable(tf.zeros([4]), name='w/kernel')
   opt.build([v], steps_per_epoch=1, total_steps=10)
   opt.update(v, tf.ones([4]), opt.slots_for([v])[0], tf.constant(0.5),
-             decay=True)
+             tf.constant(0), decay=True)
   np.testing.assert_allclose(v.numpy(), -0.5 * np.ones(4))
 
 
@@ -117,3 +117,46 @@ def test_l2_term_follows_the_optimizers_exclusion_rule():
                                       exclude=lambda name: False)
   decays = [everything.takes_decay(v) for v in (kernel, gamma)]
   assert float(step_lib.l2_loss([kernel, gamma], decays)) == 3.5
+
+
+def numpy_lamb(w, m, v, g, lr, t, *, b1, b2, eps, wd, decay):
+  m = b1 * m + (1 - b1) * g
+  v = b2 * v + (1 - b2) * g * g
+  u = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+  if decay:
+    u = u + wd * w
+  wn, un = np.linalg.norm(w), np.linalg.norm(u)
+  ratio = wn / un if wn > 0 and un > 0 else 1.0
+  return w - lr * ratio * u, m, v
+
+
+def test_lamb_matches_numpy_reference_with_layernorm_excluded():
+  opt = optimizers.Lamb(base_learning_rate=0.002, warmup_steps=2,
+                        start_warmup_step=-1, beta_1=0.88, beta_2=0.88,
+                        epsilon=1e-6, weight_decay=0.0166629,
+                        exclude=lambda n: 'LayerNorm' in n or n.endswith(
+                            'bias:0'))
+  names = [('bert/encoder/layer_0/attention/self/query/kernel', (6, 4)),
+           ('bert/encoder/layer_0/output/LayerNorm/gamma', (4,)),
+           ('bert/encoder/layer_0/output/dense/bias', (4,))]
+  init, grads_seq, lrs, final = run_updates(opt, names, steps=4)
+  for i, (name, _) in enumerate(names):
+    w = init[i].astype(np.float64)
+    m = v = np.zeros_like(w)
+    for t, (grads, lr) in enumerate(zip(grads_seq, lrs), start=1):
+      w, m, v = numpy_lamb(w, m, v, grads[i].astype(np.float64), lr, t,
+                           b1=0.88, b2=0.88, eps=1e-6, wd=0.0166629,
+                           decay=i == 0)
+    np.testing.assert_allclose(final[i], w, rtol=1e-5, atol=1e-7,
+                               err_msg=name)
+
+
+def test_bert_schedule_warms_up_from_start_step_and_decays_from_zero():
+  s = schedules.WarmupPolynomialDecay(base=1.0, end=0.0, warmup_steps=4,
+                                      start_warmup_step=-2, total_steps=10,
+                                      power=1.0)
+  assert float(s(0)) == pytest.approx(0.5)  # (0 - -2) / 4
+  assert float(s(1)) == pytest.approx(0.75)
+  assert float(s(2)) == pytest.approx(0.8)  # Warmup over: decay 1 - 2/10.
+  assert float(s(10)) == pytest.approx(0.0)
+  assert float(s(20)) == pytest.approx(0.0)

@@ -28,3 +28,33 @@ class PolynomialWarmup:
                           self.decay_steps) / self.decay_steps
     decay = (self.base - self.end) * (1.0 - progress)**self.power + self.end
     return tf.where(step < self.warmup_steps, warmup, decay)
+
+
+class WarmupPolynomialDecay:
+  """The MLPerf BERT schedule: poly decay from step 0, linear warmup from
+  `start_warmup_step` overriding it while it lasts.
+
+  decay(s)  = (base - end) * (1 - min(s, total_steps) / total_steps) ** power
+              + end
+  warmup(s) = base * (s - start_warmup_step) / warmup_steps
+  lr(s)     = warmup(s) while s - start_warmup_step < warmup_steps, else
+              decay(s).
+  """
+
+  def __init__(self, *, base: float, end: float, warmup_steps: int,
+               start_warmup_step: int, total_steps: int, power: float):
+    if total_steps <= 0:
+      raise ValueError(f'Training steps must be positive, got {total_steps}.')
+    self.base, self.end, self.power = base, end, power
+    self.warmup_steps, self.start_warmup_step = warmup_steps, start_warmup_step
+    self.decay_steps = total_steps
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    progress = tf.minimum(step, self.decay_steps) / self.decay_steps
+    decay = (self.base - self.end) * (1.0 - progress)**self.power + self.end
+    if not self.warmup_steps:
+      return decay
+    since = step - self.start_warmup_step
+    warmup = self.base * since / self.warmup_steps
+    return tf.where(since < self.warmup_steps, warmup, decay)

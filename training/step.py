@@ -27,8 +27,9 @@ def make_train_loop(*, strategy, model, optimizer, task,
 
   def apply_updates(distribution, grads, state_values):
     lr = optimizer.schedule(step)
-    for var, slot, grad, decay in zip(variables, slots, grads, decays):
-      distribution.extended.update(var, optimizer.update, args=(grad, slot, lr),
+    for var, var_slots, grad, decay in zip(variables, slots, grads, decays):
+      distribution.extended.update(var, optimizer.update,
+                                   args=(grad, var_slots, lr, step),
                                    kwargs={'decay': decay}, group=False)
     for name, value in zip(state_names, state_values):
       distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
