@@ -1,0 +1,215 @@
+"""BERT (post-LN transformer encoder) with masked-LM and NSP heads, as tf.Module.
+
+Variables carry google-research/bert's names (`bert/encoder/layer_0/attention/
+self/query/kernel`, `cls/predictions/output_bias`, ...), so the TF1 reference
+checkpoint maps onto them one to one (models/bert_checkpoint.py) and sharding
+rules can match them. `compute_dtype='bfloat16'` runs the matmuls and
+activations in bfloat16; weights, layer norms, softmax and the losses stay
+float32.
+"""
+
+import math
+
+import tensorflow as tf
+
+from models import layers
+
+SIZES = {  # (layers, hidden, heads, intermediate)
+    'tiny': (2, 128, 2, 512),
+    'mini': (4, 256, 4, 1024),
+    'small': (4, 512, 8, 2048),
+    'base': (12, 768, 12, 3072),
+    'large': (24, 1024, 16, 4096),
+}
+
+
+def exclude_from_weight_decay(name: str) -> bool:
+  """The reference's rule: no weight decay on LayerNorm and any bias."""
+  return 'LayerNorm' in name or 'bias' in name
+
+
+def gelu(x):
+  """The tanh approximation google-research/bert uses."""
+  return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2 / math.pi) *
+                                  (x + 0.044715 * x * x * x)))
+
+
+def layer_norm(x, gamma, beta, epsilon=1e-12):
+  """Layer norm over the last axis, computed in float32."""
+  xf = tf.cast(x, tf.float32)
+  mean, var = tf.nn.moments(xf, axes=[-1], keepdims=True)
+  y = (xf - mean) * tf.math.rsqrt(var + epsilon) * gamma + beta
+  return tf.cast(y, x.dtype)
+
+
+class Bert(tf.Module):
+  """BERT encoder plus pretraining heads."""
+
+  def __init__(self, *, size: str = 'base', vocab_size: int = 30522,
+               max_position_embeddings: int = 512, type_vocab_size: int = 2,
+               num_layers: int = 0, hidden_size: int = 0, num_heads: int = 0,
+               intermediate_size: int = 0, dropout_rate: float = 0.1,
+               initializer_range: float = 0.02,
+               compute_dtype: str = 'float32', seed: int = 0):
+    """Args:
+      size: 'tiny', 'mini', 'small', 'base' or 'large' (BERT-large: 24 x 1024,
+        16 heads, intermediate 4096).
+      vocab_size: word-piece vocabulary size.
+      max_position_embeddings: longest sequence.
+      type_vocab_size: segment types.
+      num_layers, hidden_size, num_heads, intermediate_size: override `size`
+        when > 0.
+      dropout_rate: hidden and attention dropout in training.
+      initializer_range: stddev of the truncated-normal initialisers.
+      compute_dtype: 'float32' or 'bfloat16'.
+      seed: initialisation seed.
+    """
+    super().__init__(name='bert')
+    if size not in SIZES:
+      raise ValueError(f'BERT `size` must be one of {sorted(SIZES)}, got '
+                       f'{size!r}.')
+    n, h, heads, inter = SIZES[size]
+    self.num_layers = num_layers or n
+    self.hidden_size = hidden_size or h
+    self.num_heads = num_heads or heads
+    self.intermediate_size = intermediate_size or inter
+    if self.hidden_size % self.num_heads:
+      raise ValueError(f'hidden_size ({self.hidden_size}) must be a multiple '
+                       f'of num_heads ({self.num_heads}).')
+    self.vocab_size = vocab_size
+    self.max_position_embeddings = max_position_embeddings
+    self.dropout_rate = dropout_rate
+    self.dtype = layers.compute_dtype(compute_dtype)
+    self._seed, self._counter, self._range = seed, 0, initializer_range
+    self.params = {}
+    self.state = {}  # No non-trainable state: the runtime's contract.
+
+    hs, it = self.hidden_size, self.intermediate_size
+    self._dense_init('bert/embeddings/word_embeddings', [vocab_size, hs])
+    self._dense_init('bert/embeddings/token_type_embeddings',
+                     [type_vocab_size, hs])
+    self._dense_init('bert/embeddings/position_embeddings',
+                     [max_position_embeddings, hs])
+    self._layer_norm('bert/embeddings/LayerNorm', hs)
+    for i in range(self.num_layers):
+      p = f'bert/encoder/layer_{i}'
+      for part in ('query', 'key', 'value'):
+        self._dense(f'{p}/attention/self/{part}', hs, hs)
+      self._dense(f'{p}/attention/output/dense', hs, hs)
+      self._layer_norm(f'{p}/attention/output/LayerNorm', hs)
+      self._dense(f'{p}/intermediate/dense', hs, it)
+      self._dense(f'{p}/output/dense', it, hs)
+      self._layer_norm(f'{p}/output/LayerNorm', hs)
+    self._dense('bert/pooler/dense', hs, hs)
+    self._dense('cls/predictions/transform/dense', hs, hs)
+    self._layer_norm('cls/predictions/transform/LayerNorm', hs)
+    self._zeros('cls/predictions/output_bias', [vocab_size])
+    self._dense_init('cls/seq_relationship/output_weights', [2, hs])
+    self._zeros('cls/seq_relationship/output_bias', [2])
+
+  # -- Variables ----------------------------------------------------------------
+
+  def _add(self, name, value):
+    self.params[name] = tf.Variable(value, name=name)
+
+  def _dense_init(self, name, shape):
+    self._counter += 1
+    self._add(name, tf.random.stateless_truncated_normal(
+        shape, seed=[self._seed, self._counter], stddev=self._range))
+
+  def _zeros(self, name, shape):
+    self._add(name, tf.zeros(shape))
+
+  def _dense(self, name, fan_in, fan_out):
+    self._dense_init(f'{name}/kernel', [fan_in, fan_out])
+    self._zeros(f'{name}/bias', [fan_out])
+
+  def _layer_norm(self, name, width):
+    self._add(f'{name}/gamma', tf.ones([width]))
+    self._add(f'{name}/beta', tf.zeros([width]))
+
+  # -- Forward ------------------------------------------------------------------
+
+  def _dropout(self, x, training):
+    if not training or not self.dropout_rate:
+      return x
+    return tf.nn.dropout(x, rate=self.dropout_rate)
+
+  def encode(self, input_ids, input_mask, segment_ids, *, training: bool):
+    """Sequence output [batch, seq, hidden] (compute dtype) and pooled output."""
+    w = {k: tf.cast(v, self.dtype) if k.endswith('/kernel') else v
+         for k, v in self.params.items()}
+    seq_len = input_ids.shape[1]
+    x = (tf.gather(w['bert/embeddings/word_embeddings'], input_ids) +
+         tf.gather(w['bert/embeddings/token_type_embeddings'], segment_ids) +
+         w['bert/embeddings/position_embeddings'][:seq_len])
+    x = layer_norm(x, w['bert/embeddings/LayerNorm/gamma'],
+                   w['bert/embeddings/LayerNorm/beta'])
+    x = tf.cast(self._dropout(x, training), self.dtype)
+    # Additive mask, [batch, 1, 1, seq]: -10000 on padding, as the reference.
+    mask = (1.0 - tf.cast(input_mask, tf.float32)[:, None, None, :]) * -10000.0
+    heads, head_size = self.num_heads, self.hidden_size // self.num_heads
+
+    def dense(t, name):
+      return tf.matmul(t, w[f'{name}/kernel']) + tf.cast(w[f'{name}/bias'],
+                                                         t.dtype)
+
+    def split(t):  # [b, s, h] -> [b, heads, s, d]
+      return tf.transpose(tf.reshape(t, [-1, seq_len, heads, head_size]),
+                          [0, 2, 1, 3])
+
+    for i in range(self.num_layers):
+      p = f'bert/encoder/layer_{i}'
+      q = split(dense(x, f'{p}/attention/self/query'))
+      k = split(dense(x, f'{p}/attention/self/key'))
+      v = split(dense(x, f'{p}/attention/self/value'))
+      scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(head_size))
+      probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask)
+      probs = tf.cast(self._dropout(probs, training), self.dtype)
+      context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]),
+                           [-1, seq_len, self.hidden_size])
+      attention = self._dropout(dense(context, f'{p}/attention/output/dense'),
+                                training)
+      x = layer_norm(x + attention, w[f'{p}/attention/output/LayerNorm/gamma'],
+                     w[f'{p}/attention/output/LayerNorm/beta'])
+      inner = gelu(dense(x, f'{p}/intermediate/dense'))
+      out = self._dropout(dense(inner, f'{p}/output/dense'), training)
+      x = layer_norm(x + out, w[f'{p}/output/LayerNorm/gamma'],
+                     w[f'{p}/output/LayerNorm/beta'])
+    pooled = tf.tanh(dense(x[:, 0], 'bert/pooler/dense'))
+    return x, pooled
+
+  def __call__(self, batch, *, training: bool):
+    """Masked-LM logits [batch, predictions, vocab] and NSP logits [batch, 2].
+
+    Args:
+      batch: dict with input_ids, input_mask, segment_ids (int [batch, seq])
+        and masked_lm_positions (int [batch, predictions]).
+      training: dropout on.
+
+    Returns:
+      (mlm_logits, nsp_logits), float32.
+    """
+    sequence, pooled = self.encode(batch['input_ids'], batch['input_mask'],
+                                   batch['segment_ids'], training=training)
+    w = self.params
+    picked = tf.gather(sequence, batch['masked_lm_positions'], batch_dims=1)
+    t = tf.matmul(picked, tf.cast(w['cls/predictions/transform/dense/kernel'],
+                                  self.dtype))
+    t = gelu(t + tf.cast(w['cls/predictions/transform/dense/bias'], t.dtype))
+    t = layer_norm(t, w['cls/predictions/transform/LayerNorm/gamma'],
+                   w['cls/predictions/transform/LayerNorm/beta'])
+    # The output projection is tied to the word embeddings.
+    mlm = tf.matmul(t, tf.cast(w['bert/embeddings/word_embeddings'],
+                               self.dtype), transpose_b=True)
+    mlm = tf.cast(mlm, tf.float32) + w['cls/predictions/output_bias']
+    nsp = tf.matmul(tf.cast(pooled, tf.float32),
+                    w['cls/seq_relationship/output_weights'], transpose_b=True)
+    return mlm, nsp + w['cls/seq_relationship/output_bias']
+
+  def forward_flops(self, seq_len: int, predictions: int) -> int:
+    """Matmul FLOPs (2 per multiply-add) of one example's forward pass."""
+    h, it, s = self.hidden_size, self.intermediate_size, seq_len
+    per_layer = 2 * s * h * h * 4 + 2 * s * h * it * 2 + 2 * 2 * s * s * h
+    heads = 2 * predictions * h * h + 2 * predictions * h * self.vocab_size
+    return self.num_layers * per_layer + 2 * h * h + heads
