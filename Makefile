@@ -14,10 +14,18 @@ data/quickstart/train-00000-of-00004: | $(VENV)/.installed
 
 data: data/quickstart/train-00000-of-00004
 
+data/bert_quickstart/vocab.txt: | $(VENV)/.installed
+	$(PY) -m tools.build_bert_quickstart_data --output_dir=data/bert_quickstart
+
+bert_data: data/bert_quickstart/vocab.txt
+
+bert_quickstart: venv bert_data
+	$(PY) train.py --gin_file=gin/bert_quickstart.gin --model_dir=runs/bert_$$(date +%Y%m%d_%H%M%S)
+
 quickstart: venv data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
 test: venv
 	$(PY) -m pytest -q tests
 
-.PHONY: venv data quickstart test
+.PHONY: venv data bert_data quickstart bert_quickstart test

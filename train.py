@@ -48,8 +48,11 @@ def write_text(path: str, text: str) -> None:
 
 
 def train(*, task: Task, optimizer, model_dir: str, global_batch_size: int,
-          train_epochs: float, steps_per_loop: int, eval_every_steps: int,
-          train_steps: int = 0, eval_batch_size: int = 0, checkpoint_every_steps: int = 0,
+          steps_per_loop: int, eval_every_steps: int, train_epochs: float = 0,
+          train_steps: int = 0, first_eval_step: int = 0,
+          eval_batch_size: int = 0, gradient_clip_norm: float = 0.0,
+          clip_before_allreduce: bool = False,
+          allreduce_dtype: str = 'float32', checkpoint_every_steps: int = 0,
           max_checkpoints: int = 3, stop_at_target: bool = True,
           strategy: str = 'default', tpu: str = '', num_cpu_devices: int = 0,
           collective: str = 'auto', deterministic: bool = False,
@@ -69,8 +72,14 @@ def train(*, task: Task, optimizer, model_dir: str, global_batch_size: int,
     train_steps: step budget in steps; overrides `train_epochs` when > 0.
     steps_per_loop: steps per device call (one host round trip).
     eval_every_steps: steps between evaluations (multiple of steps_per_loop).
+    first_eval_step: no evaluation before this step (MLPerf BERT: the step of
+      3M samples), except at the end of the budget.
     eval_batch_size: eval examples per step over all replicas (0: the
       training batch).
+    gradient_clip_norm: clip gradients to this global norm (0: no clipping).
+    clip_before_allreduce: clip each replica's gradients before the
+      all-reduce (MLPerf BERT v0.7) instead of the reduced ones (later rules).
+    allreduce_dtype: 'float32' or 'bfloat16' gradients in the all-reduce.
     checkpoint_every_steps: steps between checkpoints (0: only at the end).
     max_checkpoints: checkpoints kept.
     stop_at_target: stop at the first eval reaching the target.
@@ -102,7 +111,12 @@ def train(*, task: Task, optimizer, model_dir: str, global_batch_size: int,
                   global_batch_size=global_batch_size,
                   eval_batch_size=eval_batch_size or global_batch_size,
                   train_epochs=train_epochs, train_steps=train_steps,
+                  first_eval_step=first_eval_step,
                   steps_per_loop=steps_per_loop,
+                  gradient_options=dict(
+                      clip_norm=gradient_clip_norm,
+                      clip_before_allreduce=clip_before_allreduce,
+                      allreduce_dtype=allreduce_dtype),
                   eval_every_steps=eval_every_steps,
                   checkpoint_every_steps=checkpoint_every_steps,
                   max_checkpoints=max_checkpoints,
@@ -117,7 +131,7 @@ def train(*, task: Task, optimizer, model_dir: str, global_batch_size: int,
 
 def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
            global_batch_size, eval_batch_size, train_epochs, train_steps,
-           steps_per_loop,
+           first_eval_step, gradient_options, steps_per_loop,
            eval_every_steps, checkpoint_every_steps, max_checkpoints,
            stop_at_target, submission):
   mlperf.submission_info(benchmark=task.mlperf_benchmark, **submission)
@@ -129,13 +143,17 @@ def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
   strategies.per_replica_batch_size(eval_batch_size, replicas,
                                     'eval_batch_size')
   task.data.check()
+  if not train_steps and not (train_epochs and task.num_train_examples):
+    raise ValueError('Set `train_steps`, or `train_epochs` for a task that '
+                     'knows its epoch size (num_train_examples).')
   steps_per_epoch = task.num_train_examples / global_batch_size
   schedule = controller_lib.Schedule(
       total_steps=train_steps or max(1, math.ceil(train_epochs *
                                                   steps_per_epoch)),
       steps_per_loop=steps_per_loop, eval_every_steps=eval_every_steps,
       checkpoint_every_steps=checkpoint_every_steps,
-      steps_per_epoch=steps_per_epoch)
+      steps_per_epoch_num=task.samples_per_epoch_num / global_batch_size,
+      first_eval_step=first_eval_step)
   schedule.validate()
 
   with dist.scope():
@@ -182,7 +200,7 @@ def _train(*, task, optimizer, model_dir, dist, chief, mlperf,
   controller = controller_lib.Controller(
       train_loop=step_lib.make_train_loop(
           strategy=dist, model=model, optimizer=optimizer, task=task,
-          global_batch_size=global_batch_size, step=step),
+          global_batch_size=global_batch_size, step=step, **gradient_options),
       eval_loop=step_lib.make_eval_loop(strategy=dist, model=model, task=task),
       train_iterator=iter(train_dataset),
       make_eval_iterator=lambda: iter(eval_dataset), eval_steps=eval_steps,

@@ -21,7 +21,7 @@ class ResNetTask:
 
   mlperf_benchmark = 'resnet'
   quality_name = 'top-1 accuracy'
-  eval_sum_names = ('correct', 'count')
+  eval_sum_names = ('correct', 'examples')
 
   def __init__(self, *, model: Callable[[], ResNet], data: ImageNetInput,
                num_train_examples: int = 1281167,
@@ -37,6 +37,7 @@ class ResNetTask:
     self._build_model = model
     self.data = data
     self.num_train_examples = num_train_examples
+    self.samples_per_epoch_num = num_train_examples  # epoch_num in epochs.
     self.label_smoothing = label_smoothing
     self.target_quality = target_accuracy
     self._bn_group_size = None
@@ -66,7 +67,7 @@ class ResNetTask:
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                batch['label']), tf.float32)
     return {'correct': tf.reduce_sum(correct * batch['mask']),
-            'count': tf.reduce_sum(batch['mask'])}
+            'examples': tf.reduce_sum(batch['mask'])}
 
   def explain_input_error(self, error: Exception) -> str | None:
     """Names the undecodable images behind a decode failure, if that was it."""
@@ -82,7 +83,7 @@ class ResNetTask:
 
   @staticmethod
   def quality(sums: dict) -> float:
-    return float(sums['correct']) / max(float(sums['count']), 1.0)
+    return float(sums['correct']) / max(float(sums['examples']), 1.0)
 
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:

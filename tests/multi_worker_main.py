@@ -17,7 +17,7 @@ def main(data_dir, model_dir, out):
                              **{'train.train.train_steps': 6,
                                 'train.train.checkpoint_every_steps': 2,
                                 'train.train.eval_batch_size': 50})
-  np.savez(out, count=result.evals[-1][3]['count'], **{
+  np.savez(out, count=result.evals[-1][3]['examples'], **{
       k.replace('/', '.'): v for k, v in helpers.weights(result.model).items()})
 
 

@@ -23,7 +23,7 @@ def test_quickstart_reaches_target_and_its_log_passes_the_checker(
          'train.train.submission_division': "'closed'"})
   assert result.status == 'success'
   assert result.quality >= 0.9
-  assert result.evals[-1][3]['count'] == 360
+  assert result.evals[-1][3]['examples'] == 360
   # Stopped at the target with no periodic checkpoints: the final state is
   # still saved (export and inference start from it).
   assert os.path.exists(os.path.join(model_dir, 'checkpoints',
@@ -81,7 +81,7 @@ def test_eval_counts_every_example_once_on_three_replicas(quickstart_data,
       **{'train.train.global_batch_size': 24 - 24 % 3,
          'train.train.eval_batch_size': 42})  # 360 % 42 != 0
   sums = result.evals[-1][3]
-  assert sums['count'] == 360
+  assert sums['examples'] == 360
   # The same weights scored directly, one device, no padding, agree exactly.
   correct = 0
   for raw in tf.data.TFRecordDataset(sorted(glob.glob(
@@ -181,4 +181,4 @@ def test_undecodable_images_can_be_skipped_and_counted(quickstart_data,
   result = helpers.run_quick(
       str(data), str(tmp_path / 'run'),
       **{'input_pipeline.imagenet.ImageNetInput.on_bad_image': "'skip'"})
-  assert result.evals[-1][3]['count'] == 360 + 3
+  assert result.evals[-1][3]['examples'] == 360 + 3

@@ -21,7 +21,8 @@ class Schedule:
   steps_per_loop: int
   eval_every_steps: int
   checkpoint_every_steps: int
-  steps_per_epoch: float
+  steps_per_epoch_num: float  # Steps per unit of MLPerf's epoch_num.
+  first_eval_step: int = 0  # No eval before this step (MLPerf BERT: 3M samples).
 
   def validate(self):
     for name in ('total_steps', 'steps_per_loop', 'eval_every_steps'):
@@ -37,7 +38,12 @@ class Schedule:
           f'multiple of `steps_per_loop` ({self.steps_per_loop}).')
 
   def epoch(self, step: int) -> float:
-    return round(step / self.steps_per_epoch, 4)
+    return round(step / self.steps_per_epoch_num, 4)
+
+  def evaluates_at(self, step: int) -> bool:
+    """Every eval_every_steps from first_eval_step on, and at the end."""
+    return step == self.total_steps or (step % self.eval_every_steps == 0 and
+                                        step >= self.first_eval_step)
 
 
 @dataclasses.dataclass
@@ -100,12 +106,11 @@ class Controller:
     sums = self._explained(self.eval_loop, self.make_eval_iterator(),
                            tf.constant(self.eval_steps))
     sums = {k: float(v) for k, v in sums.items()}
-    count = sums.get('count')
-    if self.expected_eval_count and count is not None and (
-        int(count) != self.expected_eval_count):
-      logging.warning('Eval covered %d of %d examples: %d were skipped as '
-                      'undecodable.', int(count), self.expected_eval_count,
-                      self.expected_eval_count - int(count))
+    seen = int(sums['examples'])
+    if self.expected_eval_count and seen != self.expected_eval_count:
+      logging.warning('Eval covered %d of %d examples: %d were dropped (see '
+                      'the input warnings above).', seen,
+                      self.expected_eval_count, self.expected_eval_count - seen)
     return sums
 
   def run(self) -> Result:
@@ -155,7 +160,7 @@ class Controller:
             'lengthen the warmup, then rerun to resume from it.')
       self._report(step, loss, examples_per_second)
 
-      if step % s.eval_every_steps == 0 or step == s.total_steps:
+      if s.evaluates_at(step):
         mlperf.end(mlc.BLOCK_STOP,
                    metadata=self._block_metadata(block_start_step))
         quality, sums = self._evaluate_logged(step)

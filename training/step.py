@@ -16,9 +16,42 @@ def l2_loss(variables, decays) -> tf.Tensor:
   return tf.add_n(terms) if terms else tf.constant(0.0)
 
 
+ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
+
+
+def all_reduce_gradients(grads, *, clip_norm: float, clip_before: bool,
+                         dtype: tf.DType):
+  """Sums gradients over replicas, clipping by global norm before or after.
+
+  Each replica's gradients carry a 1/num_replicas share of the mean (the loss
+  is divided by the global batch), so clipping before the all-reduce scales
+  them up to a replica's own mean first, as the TPU reference clips per core.
+  """
+  ctx = tf.distribute.get_replica_context()
+  n = ctx.num_replicas_in_sync
+  # Embedding lookups give IndexedSlices; the updates here are dense.
+  grads = [tf.convert_to_tensor(g) for g in grads]
+  if clip_norm and clip_before:
+    grads, _ = tf.clip_by_global_norm([g * n for g in grads], clip_norm)
+    grads = [g / n for g in grads]
+  if dtype != tf.float32:
+    grads = [tf.cast(g, tf.float32) for g in ctx.all_reduce(
+        tf.distribute.ReduceOp.SUM, [tf.cast(g, dtype) for g in grads])]
+  else:
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+  if clip_norm and not clip_before:
+    grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+  return grads
+
+
 def make_train_loop(*, strategy, model, optimizer, task,
-                    global_batch_size: int, step: tf.Variable):
+                    global_batch_size: int, step: tf.Variable,
+                    clip_norm: float = 0.0, clip_before_allreduce: bool = False,
+                    allreduce_dtype: str = 'float32'):
   """Returns train_loop(iterator, num_steps) -> mean loss over the steps."""
+  if allreduce_dtype not in ALLREDUCE_DTYPES:
+    raise ValueError(f'`allreduce_dtype` must be one of '
+                     f'{sorted(ALLREDUCE_DTYPES)}, got {allreduce_dtype!r}.')
   variables = list(model.trainable_variables)
   slots = optimizer.slots_for(variables)
   decays = [optimizer.takes_decay(v) for v in variables]
@@ -45,8 +78,10 @@ def make_train_loop(*, strategy, model, optimizer, task,
       if weight_decay:
         loss += (weight_decay * l2_loss(variables, decays) /
                  ctx.num_replicas_in_sync)
-    grads = tape.gradient(loss, variables)
-    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads = all_reduce_gradients(
+        tape.gradient(loss, variables), clip_norm=clip_norm,
+        clip_before=clip_before_allreduce,
+        dtype=ALLREDUCE_DTYPES[allreduce_dtype])
     state_values = [state_updates[n] for n in state_names]
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)

@@ -37,8 +37,9 @@ class Task(Protocol):
 
   mlperf_benchmark: str  # submission_benchmark, e.g. 'resnet'.
   quality_name: str  # Printed with the final quality, e.g. 'top-1 accuracy'.
-  eval_sum_names: tuple[str, ...]  # Keys of eval_sums().
-  num_train_examples: int  # One epoch.
+  eval_sum_names: tuple[str, ...]  # Keys of eval_sums(); 'examples' among them.
+  num_train_examples: int  # One epoch (MLPerf train_samples).
+  samples_per_epoch_num: int  # MLPerf epoch_num unit: an epoch, or 1 (BERT).
   target_quality: float
   data: TaskData
 
@@ -49,7 +50,8 @@ class Task(Protocol):
     """Per-example training losses and the model's new non-trainable state."""
 
   def eval_sums(self, model, batch) -> dict:
-    """Metric numerators and denominators summed over one replica's batch."""
+    """Metric sums over one replica's batch, including 'examples' (real,
+    unpadded examples) by which the runtime checks eval coverage."""
 
   def quality(self, sums: dict) -> float:
     """The quality figure from sums reduced over all replicas and steps."""

@@ -1,0 +1,93 @@
+"""The BERT pretraining task: masked LM + next-sentence prediction.
+
+Loss as the reference computes it on each replica: the masked-LM loss averaged
+over that replica's prediction weights, plus the mean NSP loss. Quality is
+MLPerf's: masked-LM accuracy = sum(correct x weight) / sum(weight) over all
+replicas and the first num_eval_samples eval samples.
+"""
+
+from typing import Callable
+
+import tensorflow as tf
+
+from input_pipeline.bert import BertPretrainingInput
+from models import bert_checkpoint
+from models.bert import Bert
+
+
+class BertPretrainingTask:
+  """MLPerf BERT. Implements training.task.Task."""
+
+  mlperf_benchmark = 'bert'
+  quality_name = 'masked-LM accuracy'
+  eval_sum_names = ('correct', 'weight', 'examples')
+  samples_per_epoch_num = 1  # MLPerf BERT logs epoch_num in samples.
+
+  def __init__(self, *, model: Callable[[], Bert], data: BertPretrainingInput,
+               init_checkpoint: str = '', vocab_file: str = '',
+               num_train_examples: int = 0, target_accuracy: float = 0.712):
+    """Args:
+      model: builds the Bert (gin: `@models.bert.Bert`, no call).
+      data: the input pipeline.
+      init_checkpoint: TF1 reference checkpoint to start from ('' = random).
+      vocab_file: if set, the model's vocab_size is this file's line count.
+      num_train_examples: MLPerf train_samples (samples in the train files).
+      target_accuracy: masked-LM accuracy that ends the run (0.712 in v0.7,
+        0.720 from v1.0).
+    """
+    self._build_model = model
+    self.data = data
+    self.init_checkpoint, self.vocab_file = init_checkpoint, vocab_file
+    self.num_train_examples = num_train_examples
+    self.target_quality = target_accuracy
+
+  def build_model(self) -> Bert:
+    if self.vocab_file:
+      with tf.io.gfile.GFile(self.vocab_file) as f:
+        vocab_size = sum(1 for _ in f)
+      model = self._build_model(vocab_size=vocab_size)
+    else:
+      model = self._build_model()
+    if self.data.max_seq_length > model.max_position_embeddings:
+      raise ValueError(
+          f'max_seq_length ({self.data.max_seq_length}) exceeds the model\'s '
+          f'max_position_embeddings ({model.max_position_embeddings}).')
+    if self.init_checkpoint:
+      bert_checkpoint.load_tf1_checkpoint(model, self.init_checkpoint)
+    return model
+
+  def per_example_loss(self, model, batch):
+    mlm_logits, nsp_logits = model(batch, training=True)
+    weights = batch['masked_lm_weights']
+    mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch['masked_lm_ids'], mlm_logits)
+    nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch['next_sentence_labels'][:, 0], nsp_logits)
+    # The runtime sums these and divides by the global batch; scaling each
+    # example's masked-LM sum by (replica batch / replica weight) makes that
+    # the reference's per-replica weighted mean, averaged over replicas.
+    replica_batch = tf.cast(tf.shape(weights)[0], tf.float32)
+    scale = replica_batch / (tf.reduce_sum(weights) + 1e-5)
+    return tf.reduce_sum(mlm * weights, axis=1) * scale + nsp, {}
+
+  def eval_sums(self, model, batch) -> dict:
+    mlm_logits, _ = model(batch, training=False)
+    weights = batch['masked_lm_weights']
+    correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32),
+                               batch['masked_lm_ids']), tf.float32)
+    return {'correct': tf.reduce_sum(correct * weights),
+            'weight': tf.reduce_sum(weights),
+            'examples': tf.reduce_sum(batch['mask'])}
+
+  @staticmethod
+  def quality(sums: dict) -> float:
+    return float(sums['correct']) / max(float(sums['weight']), 1e-9)
+
+  def mlperf_params(self, *, per_replica_batch_size: int,
+                    num_replicas: int) -> dict:
+    del per_replica_batch_size, num_replicas
+    return {'max_sequence_length': self.data.max_seq_length}
+
+  def explain_input_error(self, error: Exception) -> str | None:
+    del error  # Bad records fail in check() or name their feature themselves.
+    return None
