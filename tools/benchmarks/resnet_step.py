@@ -13,7 +13,6 @@ noisy, so only ratios are reported):
 """
 
 import statistics
-import time
 
 from absl import app
 from absl import flags
@@ -22,6 +21,8 @@ import tensorflow as tf
 
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
+from tools.benchmarks.common import matmul_peak
+from tools.benchmarks.common import timed
 from training import optimizers
 from training import step as step_lib
 
@@ -70,27 +71,6 @@ def keras_fit(dtype: str, batch: int, steps: int, jit):
   return lambda: model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0)
 
 
-def matmul(dtype: str, n: int = 4096, reps: int = 10):
-  # Entries N(0, 1/n) keep a chain of products finite with no rescaling op.
-  a = tf.random.normal([n, n], stddev=n**-0.5, dtype=tf.float32)
-  a = tf.cast(a, tf.bfloat16 if dtype == 'bfloat16' else tf.float32)
-
-  @tf.function
-  def run():
-    x = a
-    for _ in range(reps):
-      x = tf.matmul(x, a)
-    return tf.reduce_sum(tf.cast(x[:1, :1], tf.float32))
-
-  return run, 2 * n**3 * reps
-
-
-def timed(fn) -> float:
-  start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
-
-
 def main(argv):
   del argv
   batch, steps, rounds = FLAGS.batch, FLAGS.steps, FLAGS.rounds
@@ -102,7 +82,7 @@ def main(argv):
                                                        'auto')
     runners['keras fit (jit_compile=False)'] = keras_fit(dtype, batch, steps,
                                                          False)
-    mm, mm_flops = matmul(dtype)
+    mm, mm_flops = matmul_peak(dtype)
     runners['matmul'] = mm
     for fn in runners.values():  # Compile and warm up.
       fn()

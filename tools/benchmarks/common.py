@@ -1,0 +1,27 @@
+"""Pieces the benchmarks share: a same-dtype matmul peak and a timer."""
+
+import time
+
+import tensorflow as tf
+
+
+def matmul_peak(dtype: str, n: int = 4096, reps: int = 10):
+  """A callable running `reps` chained n x n matmuls, and their FLOPs."""
+  # Entries N(0, 1/n) keep a chain of products finite with no rescaling op.
+  a = tf.random.normal([n, n], stddev=n**-0.5, dtype=tf.float32)
+  a = tf.cast(a, tf.bfloat16 if dtype == 'bfloat16' else tf.float32)
+
+  @tf.function
+  def run():
+    x = a
+    for _ in range(reps):
+      x = tf.matmul(x, a)
+    return tf.reduce_sum(tf.cast(x[:1, :1], tf.float32))
+
+  return run, 2 * n**3 * reps
+
+
+def timed(fn) -> float:
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
