@@ -34,6 +34,22 @@ def gelu(x):
                                   (x + 0.044715 * x * x * x)))
 
 
+def project(x, kernel, bias=None, transpose_kernel=False):
+  """x [..., in] times a 2-D kernel, as one 2-D matmul, plus bias.
+
+  A 3-D x times a 2-D kernel would run as a broadcasting BatchMatMul whose
+  kernel gradient is one product per example followed by a sum: about 2x
+  slower for BERT-base on CPU.
+  """
+  fan_in = kernel.shape[1] if transpose_kernel else kernel.shape[0]
+  fan_out = kernel.shape[0] if transpose_kernel else kernel.shape[1]
+  y = tf.matmul(tf.reshape(x, [-1, fan_in]), kernel,
+                transpose_b=transpose_kernel)
+  if bias is not None:
+    y = tf.nn.bias_add(y, tf.cast(bias, y.dtype))
+  return tf.reshape(y, [-1, *x.shape[1:-1], fan_out])
+
+
 def layer_norm(x, gamma, beta, epsilon=1e-12):
   """Layer norm over the last axis, computed in float32."""
   xf = tf.cast(x, tf.float32)
@@ -151,8 +167,7 @@ class Bert(tf.Module):
     heads, head_size = self.num_heads, self.hidden_size // self.num_heads
 
     def dense(t, name):
-      return tf.matmul(t, w[f'{name}/kernel']) + tf.cast(w[f'{name}/bias'],
-                                                         t.dtype)
+      return project(t, w[f'{name}/kernel'], w[f'{name}/bias'])
 
     def split(t):  # [b, s, h] -> [b, heads, s, d]
       return tf.transpose(tf.reshape(t, [-1, seq_len, heads, head_size]),
@@ -194,14 +209,15 @@ class Bert(tf.Module):
                                    batch['segment_ids'], training=training)
     w = self.params
     picked = tf.gather(sequence, batch['masked_lm_positions'], batch_dims=1)
-    t = tf.matmul(picked, tf.cast(w['cls/predictions/transform/dense/kernel'],
-                                  self.dtype))
-    t = gelu(t + tf.cast(w['cls/predictions/transform/dense/bias'], t.dtype))
+    t = gelu(project(picked,
+                     tf.cast(w['cls/predictions/transform/dense/kernel'],
+                             self.dtype),
+                     w['cls/predictions/transform/dense/bias']))
     t = layer_norm(t, w['cls/predictions/transform/LayerNorm/gamma'],
                    w['cls/predictions/transform/LayerNorm/beta'])
     # The output projection is tied to the word embeddings.
-    mlm = tf.matmul(t, tf.cast(w['bert/embeddings/word_embeddings'],
-                               self.dtype), transpose_b=True)
+    mlm = project(t, tf.cast(w['bert/embeddings/word_embeddings'], self.dtype),
+                  transpose_kernel=True)
     mlm = tf.cast(mlm, tf.float32) + w['cls/predictions/output_bias']
     nsp = tf.matmul(tf.cast(pooled, tf.float32),
                     w['cls/seq_relationship/output_weights'], transpose_b=True)

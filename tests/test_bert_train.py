@@ -151,3 +151,32 @@ def test_clipping_before_and_after_the_all_reduce(sums_data):
   # After: the sum (norm 7.5) clipped to norm 1.
   np.testing.assert_allclose(run(False), [0.6, 0.8], rtol=1e-6)
   np.testing.assert_allclose(run(False, tf.bfloat16), [0.6, 0.8], rtol=1e-2)
+
+
+def test_no_success_before_the_minimum_samples(sums_data, tmp_path):
+  # The budget ends (and evaluates) before first_eval_step: however good the
+  # accuracy, MLPerf does not count it as reaching the target.
+  result = helpers.run_gin(
+      ['gin/bert_quickstart.gin'],
+      sums_bindings(sums_data, str(tmp_path / 'run'), TARGET_ACCURACY=0.0,
+                    **{'train.train.train_steps': 40,
+                       'train.train.first_eval_step': 80}))
+  assert [e[0] for e in result.evals] == [40]
+  assert result.status == 'aborted'
+
+
+def test_create_pretraining_data_command_line(bert_data, tmp_path):
+  import subprocess
+  folder, _ = bert_data
+  out = tmp_path / 'part'
+  done = subprocess.run(
+      [helpers.PYTHON, 'tools/create_pretraining_data.py',
+       f'--input_file={folder}/eval_corpus.txt',
+       f'--vocab_file={folder}/vocab.txt', f'--output_file={out}-0,{out}-1',
+       '--max_seq_length=64', '--max_predictions_per_seq=10',
+       '--dupe_factor=1', '--random_seed=7'],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=120,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert 'sentences/s' in done.stdout
+  assert all(os.path.getsize(f'{out}-{i}') > 0 for i in range(2))

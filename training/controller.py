@@ -165,7 +165,8 @@ class Controller:
                    metadata=self._block_metadata(block_start_step))
         quality, sums = self._evaluate_logged(step)
         evals.append((step, s.epoch(step), quality, sums))
-        if quality >= self.target:
+        # MLPerf: success needs the target and the minimum samples trained.
+        if quality >= self.target and step >= s.first_eval_step:
           status = 'success'
           if self.stop_at_target:
             break
