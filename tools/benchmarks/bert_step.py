@@ -16,7 +16,6 @@ Side by side in one process, interleaved round by round:
 """
 
 import os
-import statistics
 import tempfile
 import time
 
@@ -31,8 +30,8 @@ from models.bert_task import BertPretrainingTask
 from tools import build_bert_quickstart_data
 from tools import build_vocab
 from tools import create_pretraining_data
+from tools.benchmarks.common import interleaved_medians
 from tools.benchmarks.common import matmul_peak
-from tools.benchmarks.common import timed
 from training import optimizers
 from training import step as step_lib
 
@@ -144,13 +143,7 @@ def main(argv):
                'keras 3 layers + fit': keras_fit(dtype, batch, steps)}
     mm, mm_flops = matmul_peak(dtype)
     runners['matmul'] = mm
-    for fn in runners.values():
-      fn()
-    times = {k: [] for k in runners}
-    for _ in range(rounds):
-      for name, fn in runners.items():
-        times[name].append(timed(fn))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = interleaved_medians(runners, rounds)
     peak = mm_flops / med['matmul']
     flops = 3 * model.forward_flops(SEQ, PREDICTIONS) * batch
     print(f'--- {dtype}, BERT-base shape, seq {SEQ}, batch {batch}, {rounds} '

@@ -1,5 +1,6 @@
-"""Pieces the benchmarks share: a same-dtype matmul peak and a timer."""
+"""Pieces the benchmarks share: a same-dtype matmul peak and the timing."""
 
+import statistics
 import time
 
 import tensorflow as tf
@@ -25,3 +26,18 @@ def timed(fn) -> float:
   start = time.perf_counter()
   fn()
   return time.perf_counter() - start
+
+
+def interleaved_medians(runners: dict, rounds: int) -> dict:
+  """Median seconds of each callable, run once to warm up, then round-robin.
+
+  Interleaving puts every contender through the same stretches of machine
+  noise, so their ratios hold even when absolute times drift.
+  """
+  for fn in runners.values():
+    fn()
+  times = {name: [] for name in runners}
+  for _ in range(rounds):
+    for name, fn in runners.items():
+      times[name].append(timed(fn))
+  return {name: statistics.median(t) for name, t in times.items()}

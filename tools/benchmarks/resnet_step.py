@@ -12,7 +12,6 @@ noisy, so only ratios are reported):
       of the same dtype timed in the same rounds.
 """
 
-import statistics
 
 from absl import app
 from absl import flags
@@ -22,7 +21,7 @@ import tensorflow as tf
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
 from tools.benchmarks.common import matmul_peak
-from tools.benchmarks.common import timed
+from tools.benchmarks.common import interleaved_medians
 from training import optimizers
 from training import step as step_lib
 
@@ -84,13 +83,7 @@ def main(argv):
                                                          False)
     mm, mm_flops = matmul_peak(dtype)
     runners['matmul'] = mm
-    for fn in runners.values():  # Compile and warm up.
-      fn()
-    times = {k: [] for k in runners}
-    for _ in range(rounds):
-      for name, fn in runners.items():
-        times[name].append(timed(fn))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = interleaved_medians(runners, rounds)
     step_time = {k: med[k] / steps for k in runners if k != 'matmul'}
     peak = mm_flops / med['matmul']
     train_flops = 3 * model.forward_flops(224) * batch
