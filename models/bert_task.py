@@ -79,6 +79,26 @@ class BertPretrainingTask:
             'weight': tf.reduce_sum(weights),
             'examples': tf.reduce_sum(batch['mask'])}
 
+  def serving_fn(self, model):
+    """Token features -> masked-LM predicted ids and NSP logits."""
+    seq = self.data.max_seq_length
+    preds = self.data.max_predictions_per_seq
+    names = ('input_ids', 'input_mask', 'segment_ids')
+
+    @tf.function(input_signature=[
+        *(tf.TensorSpec([None, seq], tf.int32, name=n) for n in names),
+        tf.TensorSpec([None, preds], tf.int32, name='masked_lm_positions')])
+    def serve(input_ids, input_mask, segment_ids, masked_lm_positions):
+      mlm, nsp = model({'input_ids': input_ids, 'input_mask': input_mask,
+                        'segment_ids': segment_ids,
+                        'masked_lm_positions': masked_lm_positions},
+                       training=False)
+      return {'masked_lm_predictions': tf.argmax(mlm, -1,
+                                                 output_type=tf.int32),
+              'next_sentence_logits': nsp}
+
+    return serve
+
   @staticmethod
   def quality(sums: dict) -> float:
     return float(sums['correct']) / max(float(sums['weight']), 1e-9)

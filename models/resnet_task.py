@@ -81,6 +81,19 @@ class ResNetTask:
             'remove them, or set input_pipeline.imagenet.ImageNetInput.'
             "on_bad_image = 'skip' to drop and count them.")
 
+  def serving_fn(self, model):
+    """Batch of eval-pipeline images ([0, 255] floats) -> logits, classes."""
+    size = self.data.image_size
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
+    def serve(images):
+      logits, _ = model(normalize(images), training=False)
+      return {'logits': logits,
+              'classes': tf.argmax(logits, -1, output_type=tf.int32)}
+
+    return serve
+
   @staticmethod
   def quality(sums: dict) -> float:
     return float(sums['correct']) / max(float(sums['examples']), 1.0)

@@ -62,3 +62,6 @@ class Task(Protocol):
 
   def explain_input_error(self, error: Exception) -> str | None:
     """A message naming the bad input behind `error`, or None."""
+
+  def serving_fn(self, model):
+    """A tf.function with a dynamic-batch input signature for export."""
