@@ -1,0 +1,1 @@
+"""The inference benchmark harness around the MLCommons LoadGen."""

@@ -8,6 +8,7 @@ replicas and the first num_eval_samples eval samples.
 
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from input_pipeline.bert import BertPretrainingInput
@@ -98,6 +99,24 @@ class BertPretrainingTask:
               'next_sentence_logits': nsp}
 
     return serve
+
+  # Inference: responses carry the int32 predicted id of each MLM slot.
+  inference_output = ('masked_lm_predictions', 'int32')
+
+  @staticmethod
+  def inference_inputs(batch: dict) -> dict:
+    return {k: batch[k] for k in ('input_ids', 'input_mask', 'segment_ids',
+                                  'masked_lm_positions')}
+
+  @staticmethod
+  def inference_quality(responses: dict, references: dict) -> float:
+    """Weighted masked-LM accuracy over the answered samples."""
+    correct = weight = 0.0
+    for i, predicted in responses.items():
+      w = references['masked_lm_weights'][i]
+      correct += float(np.sum(w * (predicted == references['masked_lm_ids'][i])))
+      weight += float(np.sum(w))
+    return correct / max(weight, 1e-9)
 
   @staticmethod
   def quality(sums: dict) -> float:

@@ -6,6 +6,7 @@ images or ResNet.
 
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from input_pipeline.image_preprocessing import normalize
@@ -93,6 +94,20 @@ class ResNetTask:
               'classes': tf.argmax(logits, -1, output_type=tf.int32)}
 
     return serve
+
+  # Inference: LoadGen responses carry the int32 class of each sample.
+  inference_output = ('classes', 'int32')
+
+  @staticmethod
+  def inference_inputs(batch: dict) -> dict:
+    return {'images': batch['image']}
+
+  @staticmethod
+  def inference_quality(responses: dict, references: dict) -> float:
+    """Top-1 over the answered samples."""
+    labels = references['label']
+    return float(np.mean([int(responses[i][0]) == int(labels[i])
+                          for i in responses]))
 
   @staticmethod
   def quality(sums: dict) -> float:

@@ -65,3 +65,14 @@ class Task(Protocol):
 
   def serving_fn(self, model):
     """A tf.function with a dynamic-batch input signature for export."""
+
+  # Inference (inference/): which serving output answers a query, as
+  # (name, numpy dtype); the serving inputs of an eval batch; the quality of
+  # the responses (index -> array) against the eval references.
+  inference_output: tuple[str, str]
+
+  def inference_inputs(self, batch: dict) -> dict:
+    """Serving-signature inputs from an eval-pipeline batch."""
+
+  def inference_quality(self, responses: dict, references: dict) -> float:
+    """The task's quality over LoadGen's responses."""

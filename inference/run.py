@@ -1,0 +1,206 @@
+"""Runs LoadGen on an exported model: all four scenarios, both modes.
+
+  python -m inference.run --gin_file=gin/resnet_quickstart.gin \
+      --saved_model=runs/resnet_savedmodel --dataset=data/quickstart \
+      --scenario=Offline --mode=performance --output_dir=runs/loadgen \
+      [--user_conf=user.conf] [--min_duration_ms=10000]
+
+The gin files are the model's training files: they give the eval pipeline
+(the samples are preprocessed exactly as in-loop evaluation does) and the
+quality metric. LoadGen's own logs (mlperf_log_summary.txt,
+mlperf_log_detail.txt, mlperf_log_accuracy.json) land in --output_dir; a short
+report is printed: VALID/INVALID with LoadGen's reasons, the metric, and in
+accuracy mode the model's quality computed from mlperf_log_accuracy.json.
+"""
+
+import dataclasses
+import os
+import sys
+
+from absl import app
+from absl import flags
+import mlperf_loadgen as lg
+
+from inference import accuracy
+from inference import backend as backends
+from inference import sample_library
+from inference import settings as settings_lib
+from inference import sut as sut_lib
+
+# Each scenario's metric as mlperf_log_summary.txt words it.
+METRICS = {
+    'Offline': 'Samples per second',
+    'SingleStream': '90.00 percentile latency (ns)',
+    'MultiStream': '99.00 percentile latency (ns)',
+    'Server': 'Completed samples per second',
+}
+
+
+@dataclasses.dataclass
+class Report:
+  scenario: str
+  mode: str
+  valid: bool | None  # None in accuracy mode: LoadGen gives no verdict.
+  reasons: list
+  metric: str
+  value: float | None
+  quality: float | None
+  summary: dict
+  short_run: bool
+
+  def __str__(self):
+    verdict = {True: 'VALID', False: 'INVALID', None: 'accuracy run'}
+    lines = [f'{self.scenario} {self.mode}: {verdict[self.valid]}']
+    lines += [f'  reason: {r}' for r in self.reasons]
+    if self.value is not None:
+      lines.append(f'  {self.metric}: {self.value:g}')
+    if self.quality is not None:
+      lines.append(f'  quality from mlperf_log_accuracy.json: '
+                   f'{self.quality:.4f}')
+    if self.short_run and self.mode == 'performance':
+      lines.append('  NOTE: shorter than the rules\' 600 s minimum duration: '
+                   'not a valid submission run whatever LoadGen says.')
+    return '\n'.join(lines)
+
+
+def parse_summary(path: str) -> dict:
+  """`key : value` lines of mlperf_log_summary.txt as a dict of strings."""
+  summary = {}
+  with open(path) as f:
+    for line in f:
+      if ':' in line:
+        key, _, value = line.partition(':')
+        summary.setdefault(key.strip(), value.strip())
+  return summary
+
+
+def run_benchmark(*, task, backend, scenario: str, mode: str,
+                  output_dir: str, model_name: str, user_conf: str = '',
+                  count: int = 0, max_batch: int = 32,
+                  batch_timeout_ms: float = 2.0, workers: int = 1,
+                  audit_config: str = '', **setting_values) -> Report:
+  """One LoadGen run; returns its report.
+
+  Args:
+    task: the model's training.task.Task (eval data, inference hooks).
+    backend: a backend (inference/backend.py).
+    scenario: SingleStream, MultiStream, Server or Offline.
+    mode: performance or accuracy.
+    output_dir: where LoadGen writes its logs.
+    model_name: the model name of user.conf lines.
+    user_conf: optional user.conf.
+    count: samples in the library (0: the whole eval set).
+    max_batch: largest batch a worker forms.
+    batch_timeout_ms: how long a worker waits to fill a batch.
+    workers: worker threads (not SingleStream).
+    audit_config: an audit.config for TEST01/TEST04 ('' = none).
+    **setting_values: TestSettings attributes (min_duration_ms, ...).
+  """
+  settings = settings_lib.make_settings(model=model_name, scenario=scenario,
+                                        mode=mode, user_conf=user_conf,
+                                        **setting_values)
+  library = sample_library.EvalSampleLibrary(task=task, count=count)
+  library.load([0])
+  backend.check_inputs(library.get([0]))
+  output_key, dtype = task.inference_output
+  # Warm-up: build every batch shape's kernels before LoadGen's clock.
+  library.load(range(min(max_batch, library.total)))
+  for n in {1, min(max_batch, library.total)}:
+    backend.predict(library.get(list(range(n))))
+  library.unload(range(library.total))
+
+  os.makedirs(output_dir, exist_ok=True)
+  impl = sut_lib.SystemUnderTest(
+      backend=backend, library=library, output_key=output_key,
+      inline=scenario == 'SingleStream', max_batch=max_batch,
+      batch_timeout_ms=batch_timeout_ms, workers=workers)
+  sut = lg.ConstructSUT(impl.issue_queries, impl.flush_queries)
+  qsl = lg.ConstructQSL(library.total, library.total, library.load,
+                        library.unload)
+  log_settings = lg.LogSettings()
+  log_settings.log_output.outdir = output_dir
+  log_settings.log_output.copy_summary_to_stdout = False
+  try:
+    lg.StartTestWithLogSettings(sut, qsl, settings, log_settings,
+                                audit_config or os.path.join(
+                                    output_dir, 'no-audit.config'))
+  finally:
+    lg.DestroyQSL(qsl)
+    lg.DestroySUT(sut)
+    impl.close()
+
+  summary = parse_summary(os.path.join(output_dir, 'mlperf_log_summary.txt'))
+  valid = (summary.get('Result is') == 'VALID') if mode == 'performance' \
+      else None
+  reasons = [f'{k}: {v}' for k, v in summary.items()
+             if k.endswith('satisfied') and v.upper() != 'YES']
+  quality = None
+  if mode == 'accuracy':
+    responses = accuracy.read_responses(
+        os.path.join(output_dir, 'mlperf_log_accuracy.json'), dtype)
+    quality = task.inference_quality(responses, library.references())
+  metric = METRICS[scenario]
+  value = summary.get(metric)
+  return Report(scenario=scenario, mode=mode, valid=valid, reasons=reasons,
+                metric=metric, value=float(value) if value else None,
+                quality=quality, summary=summary,
+                short_run=settings.min_duration_ms <
+                settings_lib.RULES_MIN_DURATION_MS)
+
+
+def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
+  """The task of the model's gin files, reading eval data from `dataset`."""
+  import gin
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  gin.add_config_file_search_path(root)
+  gin.parse_config_files_and_bindings(
+      gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'])
+  return gin.query_parameter('train.train.task').scoped_configurable_fn()
+
+
+def main(argv):
+  del argv
+  f = flags.FLAGS
+  task = load_task(f.gin_file, f.gin_param, f.dataset)
+  task.data.check()
+  backend = (backends.NoOpBackend(task.inference_output[0]) if f.noop_backend
+             else backends.SavedModelBackend(f.saved_model))
+  values = {
+      'min_duration_ms': f.min_duration_ms, 'min_query_count': f.min_query_count,
+      'offline_expected_qps': f.expected_qps,
+      'server_target_qps': f.target_qps,
+      'server_target_latency_ns': (int(f.target_latency_ms * 1e6)
+                                   if f.target_latency_ms else None),
+  }
+  report = run_benchmark(
+      task=task, backend=backend, scenario=f.scenario, mode=f.mode,
+      output_dir=f.output_dir, model_name=f.model, user_conf=f.user_conf,
+      count=f.count, max_batch=f.max_batch,
+      batch_timeout_ms=f.batch_timeout_ms, workers=f.workers, **values)
+  print(report)
+  return 0 if report.valid or f.mode == 'accuracy' else 1
+
+
+if __name__ == '__main__':
+  flags.DEFINE_multi_string('gin_file', [], 'The model\'s training gin files.')
+  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
+  flags.DEFINE_string('model', 'resnet50', 'Model name in user.conf.')
+  flags.DEFINE_string('saved_model', '', 'tools/export_savedmodel.py output.')
+  flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
+  flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
+  flags.DEFINE_enum('scenario', 'Offline', list(settings_lib.SCENARIOS),
+                    'LoadGen scenario.')
+  flags.DEFINE_enum('mode', 'performance', list(settings_lib.MODES), 'Mode.')
+  flags.DEFINE_string('user_conf', '', 'user.conf (model.scenario.key = v).')
+  flags.DEFINE_string('output_dir', None, 'Where LoadGen writes its logs.')
+  flags.DEFINE_integer('count', 0, 'Samples used (0: all).')
+  flags.DEFINE_integer('max_batch', 32, 'Largest batch a worker forms.')
+  flags.DEFINE_float('batch_timeout_ms', 2.0, 'Wait to fill a batch (ms).')
+  flags.DEFINE_integer('workers', 1, 'Worker threads.')
+  flags.DEFINE_integer('min_duration_ms', None, 'Override min duration.')
+  flags.DEFINE_integer('min_query_count', None, 'Override min queries.')
+  flags.DEFINE_float('expected_qps', None, 'Offline expected QPS.')
+  flags.DEFINE_float('target_qps', None, 'Server target QPS.')
+  flags.DEFINE_float('target_latency_ms', None, 'Server latency bound (ms).')
+  flags.mark_flags_as_required(['dataset', 'output_dir'])
+  sys.exit(app.run(main))

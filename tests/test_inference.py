@@ -1,0 +1,121 @@
+"""The LoadGen harness end to end on a tiny exported ResNet."""
+
+import os
+
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from inference import backend as backends
+from inference import run as run_lib
+from inference import sample_library
+from inference import settings as settings_lib
+from tests import helpers
+from tools import export_savedmodel
+
+
+@pytest.fixture(scope='module')
+def exported(quickstart_data, tmp_path_factory):
+  """A briefly trained quickstart ResNet, exported; and its task."""
+  folder = tmp_path_factory.mktemp('export')
+  model_dir = str(folder / 'run')
+  helpers.run_quick(quickstart_data, model_dir,
+                    **{'train.train.train_steps': 20,
+                       'train.train.eval_every_steps': 20})
+  try:
+    export_savedmodel.export(
+        gin_files=[os.path.join(helpers.ROOT, 'gin/resnet_quickstart.gin')],
+        gin_params=[f'DATA_DIR = {quickstart_data!r}'],
+        checkpoint_dir=model_dir, export_dir=str(folder / 'saved'))
+  finally:
+    gin.clear_config()
+  return str(folder / 'saved')
+
+
+def task_for(data_dir, *params):
+  try:
+    return run_lib.load_task(
+        [os.path.join(helpers.ROOT, 'gin/resnet_quickstart.gin')],
+        list(params), data_dir)
+  finally:
+    gin.clear_config()
+
+
+def run(exported, data_dir, tmp_path, scenario, mode='performance', **kw):
+  return run_lib.run_benchmark(
+      task=task_for(data_dir),
+      backend=backends.SavedModelBackend(exported), scenario=scenario,
+      mode=mode, output_dir=str(tmp_path / f'{scenario}_{mode}'),
+      model_name='resnet50', **kw)
+
+
+def test_offline_and_single_stream_are_valid_with_short_settings(
+    exported, quickstart_data, tmp_path):
+  offline = run(exported, quickstart_data, tmp_path, 'Offline',
+                min_duration_ms=500, offline_expected_qps=20000)
+  assert offline.valid, offline
+  assert offline.value > 0 and offline.short_run
+  single = run(exported, quickstart_data, tmp_path, 'SingleStream',
+               min_duration_ms=300, min_query_count=100)
+  assert single.valid, single
+  for name in ('mlperf_log_summary.txt', 'mlperf_log_detail.txt',
+               'mlperf_log_accuracy.json'):
+    assert os.path.exists(tmp_path / 'SingleStream_performance' / name)
+
+
+def test_unreachable_server_target_is_reported_invalid(exported,
+                                                       quickstart_data,
+                                                       tmp_path):
+  report = run(exported, quickstart_data, tmp_path, 'Server',
+               min_duration_ms=300, server_target_qps=20000,
+               server_target_latency_ns=1_000_000)
+  assert report.valid is False
+  assert report.reasons
+
+
+def test_accuracy_mode_matches_the_model_on_the_same_samples(
+    exported, quickstart_data, tmp_path):
+  report = run(exported, quickstart_data, tmp_path, 'Offline', mode='accuracy')
+  task = task_for(quickstart_data)
+  library = sample_library.EvalSampleLibrary(task=task)
+  library.load(range(library.total))
+  predict = backends.SavedModelBackend(exported).predict
+  classes = predict(library.get(list(range(library.total))))['classes']
+  direct = float(np.mean(classes == library.references()['label']))
+  assert library.total == 360
+  assert report.quality == direct
+
+
+def test_user_conf_is_applied_and_its_mistakes_named(tmp_path):
+  conf = tmp_path / 'user.conf'
+  conf.write_text('# comment\nresnet50.Offline.min_duration = 1234\n'
+                  '*.Server.target_qps = 7\n')
+  s = settings_lib.make_settings(model='resnet50', scenario='Offline',
+                                 mode='performance', user_conf=str(conf))
+  assert s.min_duration_ms == 1234
+  conf.write_text('resnet50.Offline.min_durration = 10\n')
+  with pytest.raises(ValueError, match=r'user.conf:1: .*min_durration'):
+    settings_lib.check_user_conf(str(conf))
+  conf.write_text('\nresnet50.Offline.target_qps = fast\n')
+  with pytest.raises(ValueError, match=r'user.conf:2: .*not a number'):
+    settings_lib.check_user_conf(str(conf))
+  conf.write_text('resnet50.Offlline.target_qps = 3\n')
+  with pytest.raises(ValueError, match='unknown scenario'):
+    settings_lib.check_user_conf(str(conf))
+
+
+def test_signature_that_does_not_fit_the_dataset_is_named(exported,
+                                                          quickstart_data):
+  task = task_for(quickstart_data, 'IMAGE_SIZE = 24')
+  library = sample_library.EvalSampleLibrary(task=task, count=4)
+  library.load([0])
+  with pytest.raises(ValueError, match=r'takes .*32, 32, 3.* gives .*24, 24'):
+    backends.SavedModelBackend(exported).check_inputs(library.get([0]))
+
+
+def test_missing_saved_model_and_dataset_are_named(tmp_path):
+  with pytest.raises(FileNotFoundError, match='No SavedModel at'):
+    backends.SavedModelBackend(str(tmp_path / 'nothing'))
+  with pytest.raises(FileNotFoundError, match='nowhere/train-'):
+    task_for(str(tmp_path / 'nowhere')).data.check()
