@@ -22,6 +22,7 @@ from absl import flags
 import mlperf_loadgen as lg
 
 from inference import accuracy
+from inference import audit as audit_lib
 from inference import backend as backends
 from inference import sample_library
 from inference import settings as settings_lib
@@ -128,6 +129,9 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     lg.DestroyQSL(qsl)
     lg.DestroySUT(sut)
     impl.close()
+  if impl.error is not None:
+    raise RuntimeError(f'Answering a query failed ({impl.error!r}); the run\'s '
+                       'logs are not a result.') from impl.error
 
   summary = parse_summary(os.path.join(output_dir, 'mlperf_log_summary.txt'))
   valid = (summary.get('Result is') == 'VALID') if mode == 'performance' \
@@ -172,11 +176,44 @@ def main(argv):
       'server_target_latency_ns': (int(f.target_latency_ms * 1e6)
                                    if f.target_latency_ms else None),
   }
-  report = run_benchmark(
-      task=task, backend=backend, scenario=f.scenario, mode=f.mode,
-      output_dir=f.output_dir, model_name=f.model, user_conf=f.user_conf,
-      count=f.count, max_batch=f.max_batch,
-      batch_timeout_ms=f.batch_timeout_ms, workers=f.workers, **values)
+  common = dict(task=task, backend=backend, scenario=f.scenario,
+                model_name=f.model, user_conf=f.user_conf, count=f.count,
+                max_batch=f.max_batch, batch_timeout_ms=f.batch_timeout_ms,
+                workers=f.workers)
+
+  def run(mode, folder, **extra):
+    return run_benchmark(mode=mode, output_dir=os.path.join(f.output_dir,
+                                                            folder),
+                         **common, **{**values, **extra})
+
+  if f.find_peak:
+    if f.scenario != 'Server':
+      raise app.UsageError('--find_peak searches Server target QPS.')
+    best, tried = audit_lib.find_peak_qps(
+        lambda qps: run('performance', f'peak_{qps:.1f}',
+                        server_target_qps=qps),
+        start_qps=f.target_qps or 100.0)
+    for qps, valid in tried:
+      print(f'  target {qps:.1f} QPS: {"VALID" if valid else "INVALID"}')
+    print(f'highest VALID Server target: {best} QPS')
+    return 0 if best else 1
+  if f.audit:
+    reference = run('performance', 'reference')
+    audited = run('performance', f.audit,
+                  audit_config=audit_lib.write_audit_config(
+                      f.audit, os.path.join(f.output_dir, f.audit)))
+    if f.audit == 'TEST01':
+      run('accuracy', 'accuracy')
+      verdict = audit_lib.verify_test01(
+          audit=audited, reference=reference,
+          accuracy_dir=os.path.join(f.output_dir, 'accuracy'),
+          audit_dir=os.path.join(f.output_dir, f.audit),
+          dtype=task.inference_output[1])
+    else:
+      verdict = audit_lib.verify_test04(audit=audited, reference=reference)
+    print(verdict)
+    return 0 if verdict.passed else 1
+  report = run(f.mode, '')
   print(report)
   return 0 if report.valid or f.mode == 'accuracy' else 1
 
@@ -202,5 +239,7 @@ if __name__ == '__main__':
   flags.DEFINE_float('expected_qps', None, 'Offline expected QPS.')
   flags.DEFINE_float('target_qps', None, 'Server target QPS.')
   flags.DEFINE_float('target_latency_ms', None, 'Server latency bound (ms).')
+  flags.DEFINE_bool('find_peak', False, 'Search the highest VALID Server QPS.')
+  flags.DEFINE_enum('audit', None, ['TEST01', 'TEST04'], 'Audit test to run.')
   flags.mark_flags_as_required(['dataset', 'output_dir'])
   sys.exit(app.run(main))

@@ -26,6 +26,7 @@ class SystemUnderTest:
     self.batch_timeout = batch_timeout_ms / 1000.0
     self._queue = queue.Queue()
     self._stop = threading.Event()
+    self.error = None  # The first failure; run_benchmark raises it after.
     self._workers = [] if inline else [
         threading.Thread(target=self._work, daemon=True)
         for _ in range(workers)]
@@ -34,7 +35,7 @@ class SystemUnderTest:
 
   def issue_queries(self, samples) -> None:
     if self.inline:
-      self._answer(list(samples))
+      self._answer_or_fail(list(samples))
       return
     for s in samples:
       self._queue.put(s)
@@ -67,7 +68,17 @@ class SystemUnderTest:
                        remaining > 0 else self._queue.get_nowait())
         except queue.Empty:
           break
-      self._answer(batch)
+      self._answer_or_fail(batch)
+
+  def _answer_or_fail(self, samples) -> None:
+    """Answers; on failure completes the samples empty so LoadGen ends."""
+    try:
+      self._answer(samples)
+    except Exception as e:  # pylint: disable=broad-except
+      if self.error is None:
+        self.error = e
+      lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0)
+                               for s in samples])
 
   def close(self) -> None:
     self._stop.set()

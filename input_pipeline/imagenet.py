@@ -108,12 +108,13 @@ class ImageNetInput:
     with tf.control_dependencies([check]):
       return parsed[IMAGE_KEY], tf.cast(label, tf.int32)
 
-  def _raw_records(self, input_context, pattern, *, shuffle_files):
+  def _raw_records(self, input_context, pattern, *, shuffle_files,
+                   deterministic):
     files, record_shard = records.host_shard(records.list_files(pattern),
                                              input_context)
     ds = records.interleave_files(
         files, cycle_length=self.interleave_cycle,
-        deterministic=self.deterministic,
+        deterministic=deterministic,
         shuffle_seed=self.seed if shuffle_files else None)
     if record_shard:
       ds = ds.shard(*record_shard)
@@ -139,7 +140,8 @@ class ImageNetInput:
     image_size = self.image_size
     decoded = self.cache == 'decoded'
 
-    ds = self._raw_records(input_context, self.train_files, shuffle_files=True)
+    ds = self._raw_records(input_context, self.train_files, shuffle_files=True,
+                           deterministic=self.deterministic)
     ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
     if decoded:
       ds = self._drop_bad(ds.map(
@@ -210,7 +212,10 @@ class ImageNetInput:
     total = steps * batch * replicas_per_host
     image_size = self.image_size
 
-    ds = self._raw_records(input_context, self.eval_files, shuffle_files=False)
+    # Always in file order: inference numbers samples by their position, and
+    # an audit compares responses across runs.
+    ds = self._raw_records(input_context, self.eval_files, shuffle_files=False,
+                           deterministic=True)
 
     def preprocess(raw):
       image_bytes, label = self._parse(raw)

@@ -158,3 +158,18 @@ def test_label_out_of_range_names_the_bindings(quickstart_data):
                      match=r'label_offset \(1\).*num_classes=5'):
     for _ in ds.take(10):
       pass
+
+
+def test_eval_order_is_fixed_even_when_training_is_not_deterministic(
+    quickstart_data):
+  data = make_input(quickstart_data, deterministic=False)
+
+  def labels():
+    ds = data.eval_dataset(context(), global_batch_size=40,
+                           steps=data.eval_steps(num_pipelines=1,
+                                                 global_batch_size=40))
+    return np.concatenate([b['label'].numpy() for b in ds])
+
+  first = labels()
+  for _ in range(3):
+    np.testing.assert_array_equal(labels(), first)

@@ -119,3 +119,62 @@ def test_missing_saved_model_and_dataset_are_named(tmp_path):
     backends.SavedModelBackend(str(tmp_path / 'nothing'))
   with pytest.raises(FileNotFoundError, match='nowhere/train-'):
     task_for(str(tmp_path / 'nowhere')).data.check()
+
+
+def cli(exported, data_dir, out, *args):
+  import subprocess
+  return subprocess.run(
+      [helpers.PYTHON, '-m', 'inference.run', '--gin_file=gin/resnet_quickstart.gin',
+       f'--saved_model={exported}', f'--dataset={data_dir}',
+       f'--output_dir={out}', *args],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+
+
+@pytest.mark.parametrize('test', ['TEST01', 'TEST04'])
+def test_audit_tests_pass_on_an_honest_sut(exported, quickstart_data,
+                                           tmp_path, test):
+  done = cli(exported, quickstart_data, tmp_path / test, '--scenario=Offline',
+             '--min_duration_ms=500', '--expected_qps=20000', f'--audit={test}')
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+  assert f'{test}: PASS' in done.stdout
+
+
+def test_a_failing_backend_ends_the_run_with_its_error_not_a_hang(
+    quickstart_data, tmp_path):
+  class Broken:
+    calls = 0
+
+    def check_inputs(self, inputs):
+      del inputs
+
+    def predict(self, inputs):
+      self.calls += 1
+      if self.calls > 1:  # The warm-up (one call at max_batch 1) succeeds.
+        raise ValueError('device on fire')
+      return {'classes': np.zeros([len(inputs['images'])], np.int32)}
+
+  with pytest.raises(RuntimeError, match='device on fire'):
+    run_lib.run_benchmark(
+        task=task_for(quickstart_data), backend=Broken(), scenario='Offline',
+        mode='performance', output_dir=str(tmp_path / 'out'),
+        model_name='resnet50', max_batch=1, min_duration_ms=100,
+        offline_expected_qps=100)
+
+
+def test_peak_search_brackets_the_highest_valid_target():
+  from inference import audit
+  runs = []
+
+  class Report:
+    def __init__(self, valid):
+      self.valid = valid
+
+  def run_at(qps):
+    runs.append(qps)
+    return Report(qps <= 700)
+
+  best, tried = audit.find_peak_qps(run_at, start_qps=100, precision=0.05)
+  assert 700 * 0.95 <= best <= 700
+  assert all(valid == (q <= 700) for q, valid in tried)
+  assert len(runs) <= 12

@@ -1,0 +1,109 @@
+"""MLPerf Inference audit tests TEST01 and TEST04, and the Server peak search.
+
+LoadGen applies an `audit.config` (written here, as the compliance suite's)
+over the run's settings; the verdicts follow the compliance rules:
+  TEST01: a performance run that also logs a random sample of responses
+    (accuracy_log_sampling_target); every logged response must equal the
+    accuracy-mode response of the same sample, and performance must stay
+    within 10% of a plain performance run.
+  TEST04: the same sample issued again and again (performance_issue_same);
+    it must not be more than 10% faster than the plain run, which would show
+    results being cached.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+
+from inference import accuracy
+
+AUDIT_CONFIGS = {
+    'TEST01': ('*.*.mode = 2\n'
+               '*.*.accuracy_log_rng_seed = 720381539243781796\n'
+               '*.*.accuracy_log_sampling_target = 64\n'),
+    'TEST04': ('*.*.mode = 2\n'
+               '*.*.performance_issue_same = 1\n'
+               '*.*.performance_issue_same_index = 3\n'),
+}
+LATENCY_SCENARIOS = ('SingleStream', 'MultiStream')
+
+
+@dataclasses.dataclass
+class Verdict:
+  test: str
+  passed: bool
+  details: str
+
+  def __str__(self):
+    return f'{self.test}: {"PASS" if self.passed else "FAIL"} ({self.details})'
+
+
+def write_audit_config(test: str, folder: str) -> str:
+  if test not in AUDIT_CONFIGS:
+    raise ValueError(f'Unknown audit test {test!r}: {sorted(AUDIT_CONFIGS)}.')
+  os.makedirs(folder, exist_ok=True)
+  path = os.path.join(folder, 'audit.config')
+  with open(path, 'w') as f:
+    f.write(AUDIT_CONFIGS[test])
+  return path
+
+
+def speed(report) -> float:
+  """Higher is faster: throughput, or the inverse of a latency metric."""
+  return 1.0 / report.value if report.scenario in LATENCY_SCENARIOS else (
+      report.value)
+
+
+def verify_test01(*, audit, reference, accuracy_dir: str, audit_dir: str,
+                  dtype: str) -> Verdict:
+  logged = accuracy.read_responses(
+      os.path.join(audit_dir, 'mlperf_log_accuracy.json'), dtype)
+  truth = accuracy.read_responses(
+      os.path.join(accuracy_dir, 'mlperf_log_accuracy.json'), dtype)
+  if not logged:
+    return Verdict('TEST01', False, 'the audit run logged no responses')
+  differing = [i for i, v in logged.items()
+               if i not in truth or not np.array_equal(v, truth[i])]
+  ratio = speed(audit) / speed(reference)
+  passed = not differing and ratio >= 0.9
+  return Verdict('TEST01', passed,
+                 f'{len(logged)} logged responses, {len(differing)} differ from '
+                 f'accuracy mode; performance {ratio:.3f} of the plain run')
+
+
+def verify_test04(*, audit, reference) -> Verdict:
+  ratio = speed(audit) / speed(reference)
+  return Verdict('TEST04', ratio <= 1.1,
+                 f'same-sample run is {ratio:.3f}x the speed of the plain run '
+                 '(must be <= 1.10)')
+
+
+def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
+                  max_runs: int = 12):
+  """Highest Server target QPS whose run is VALID.
+
+  Args:
+    run_at: target_qps -> Report.
+    start_qps: first target to try.
+    precision: stop when the bracket is within this fraction.
+    max_runs: give up after this many runs.
+
+  Returns:
+    (best valid qps or None, list of (qps, valid)).
+  """
+  tried, low, high, qps = [], None, None, start_qps
+  for _ in range(max_runs):
+    valid = bool(run_at(qps).valid)
+    tried.append((qps, valid))
+    if valid:
+      low = qps
+    else:
+      high = qps
+    if low is not None and high is not None:
+      if (high - low) / high <= precision:
+        break
+      qps = (low + high) / 2
+    else:
+      qps = qps * 2 if valid else qps / 2
+  return low, tried
