@@ -25,10 +25,9 @@ class EvalSampleLibrary:
     parts = [{k: v.numpy() for k, v in b.items()} for b in ds]
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     real = merged.pop('mask') == 1
-    self._all = {k: v[real] for k, v in merged.items()}
     total = int(real.sum())
     self.total = min(count, total) if count else total
-    self._all = {k: v[:self.total] for k, v in self._all.items()}
+    self._all = {k: v[real][:self.total] for k, v in merged.items()}
     self._inputs = task.inference_inputs
     self._loaded = {}
 

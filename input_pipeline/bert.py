@@ -46,7 +46,6 @@ class BertPretrainingInput:
       seed: shuffling seed.
       synthetic: random tensors instead of files, for throughput runs.
     """
-
     self.train_files = os.path.join(data_dir, train_pattern)
     self.eval_files = os.path.join(data_dir, eval_pattern)
     self.max_seq_length = max_seq_length
@@ -68,21 +67,10 @@ class BertPretrainingInput:
     if self.synthetic:
       return
     for pattern in (self.train_files, self.eval_files):
-      path = records.list_files(pattern)[0]
-      for raw in tf.data.TFRecordDataset([path]).take(1):
-        present = tf.train.Example.FromString(raw.numpy()).features.feature
-        for name, spec in self.features.items():
-          if name not in present:
-            raise ValueError(f'Record 0 of {path} has no feature {name!r}; '
-                             'build the data with '
-                             'tools/create_pretraining_data.py.')
-          feature = present[name]
-          length = len(feature.int64_list.value or feature.float_list.value)
-          if length != spec.shape[0]:
-            raise ValueError(
-                f'Feature {name!r} of record 0 of {path} has {length} values '
-                f'but the input expects {spec.shape[0]}: set max_seq_length /'
-                ' max_predictions_per_seq to what the data was built with.')
+      records.check_features(
+          records.list_files(pattern)[0], self.features,
+          fix='Build the data with tools/create_pretraining_data.py and set '
+          'max_seq_length / max_predictions_per_seq to the values it used.')
 
   def _options(self, deterministic):
     options = tf.data.Options()

@@ -84,7 +84,10 @@ class ImageNetInput:
       return
     for pattern in (self.train_files, self.eval_files):
       files = records.list_files(pattern)
-      records.check_features(files[0], FEATURES)
+      records.check_features(
+          files[0], FEATURES,
+          fix='The pipeline expects the ImageNet TPU schema; rebuild the files '
+          'with tools/convert_image_folder.py.')
 
   # -- Datasets ---------------------------------------------------------------
 

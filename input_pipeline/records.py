@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -51,21 +52,30 @@ def count_records(files: list[str]) -> int:
       tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
-def check_features(path: str, features: dict) -> None:
-  """Parses the first record of `path` and checks each feature is present.
+def check_features(path: str, features: dict, *, fix: str) -> None:
+  """Parses the first record of `path`: each feature present, each length right.
+
+  Args:
+    path: a TFRecord file.
+    features: name -> tf.io.FixedLenFeature.
+    fix: what the user should do, appended to the message.
 
   Raises:
-    ValueError: naming the file and the missing feature.
+    ValueError: naming the file, the feature and, for a length, both lengths.
   """
   for raw in tf.data.TFRecordDataset([path]).take(1):
-    example = tf.train.Example.FromString(raw.numpy())
-    present = example.features.feature
-    for name in features:
+    present = tf.train.Example.FromString(raw.numpy()).features.feature
+    for name, spec in features.items():
       if name not in present:
-        raise ValueError(
-            f'Record 0 of {path} has no feature {name!r} (it has '
-            f'{sorted(present)}). The pipeline expects the ImageNet TPU '
-            'schema; rebuild the files with tools/convert_image_folder.py.')
+        raise ValueError(f'Record 0 of {path} has no feature {name!r} (it has '
+                         f'{sorted(present)}). {fix}')
+      f = present[name]
+      length = len(f.int64_list.value or f.float_list.value or
+                   f.bytes_list.value)
+      want = int(np.prod(spec.shape))  # A scalar feature holds one value.
+      if length != want:
+        raise ValueError(f'Feature {name!r} of record 0 of {path} has {length} '
+                         f'values but the input expects {want}. {fix}')
     return
   raise ValueError(f'{path} holds no records.')
 
