@@ -80,14 +80,18 @@ def verify_test04(*, audit, reference) -> Verdict:
 
 
 def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
-                  max_runs: int = 12):
+                  max_runs: int = 12, growth: float = 2.0):
   """Highest Server target QPS whose run is VALID.
+
+  Multiplies (or divides) the target by `growth` until one run is VALID and
+  another INVALID, then bisects that bracket.
 
   Args:
     run_at: target_qps -> Report.
     start_qps: first target to try.
     precision: stop when the bracket is within this fraction.
     max_runs: give up after this many runs.
+    growth: factor between targets before a bracket is found.
 
   Returns:
     (best valid qps or None, list of (qps, valid)).
@@ -105,5 +109,5 @@ def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
         break
       qps = (low + high) / 2
     else:
-      qps = qps * 2 if valid else qps / 2
+      qps = qps * growth if valid else qps / growth
   return low, tried

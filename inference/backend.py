@@ -4,6 +4,21 @@ import numpy as np
 import tensorflow as tf
 
 
+def set_intra_op_threads(threads: int) -> None:
+  """Threads each TF op may use; 0 keeps TF's default (one per core).
+
+  Process-wide, and only before TF runs anything. With W worker threads,
+  W x threads = cores runs W predictions side by side, each on its own
+  cores: more throughput from small batches than all cores on one.
+  """
+  if threads:
+    try:
+      tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError as e:
+      raise RuntimeError('Set intra-op threads before TensorFlow runs any '
+                         'op (first thing in the process).') from e
+
+
 class SavedModelBackend:
   """A SavedModel's `serving_default` signature."""
 

@@ -165,6 +165,7 @@ def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
 def main(argv):
   del argv
   f = flags.FLAGS
+  backends.set_intra_op_threads(f.intra_op_threads)
   task = load_task(f.gin_file, f.gin_param, f.dataset)
   task.data.check()
   backend = (backends.NoOpBackend(task.inference_output[0]) if f.noop_backend
@@ -177,9 +178,9 @@ def main(argv):
                                    if f.target_latency_ms else None),
   }
   common = dict(task=task, backend=backend, scenario=f.scenario,
-                model_name=f.model, user_conf=f.user_conf, count=f.count,
-                max_batch=f.max_batch, batch_timeout_ms=f.batch_timeout_ms,
-                workers=f.workers)
+                model_name=f.model or task.inference_model,
+                user_conf=f.user_conf, count=f.count, max_batch=f.max_batch,
+                batch_timeout_ms=f.batch_timeout_ms, workers=f.workers)
 
   def run(mode, folder, **extra):
     return run_benchmark(mode=mode, output_dir=os.path.join(f.output_dir,
@@ -221,7 +222,8 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_multi_string('gin_file', [], 'The model\'s training gin files.')
   flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
-  flags.DEFINE_string('model', 'resnet50', 'Model name in user.conf.')
+  flags.DEFINE_string('model', '', 'Model name in user.conf lines (default: '
+                      'the task\'s, e.g. resnet50 or bert).')
   flags.DEFINE_string('saved_model', '', 'tools/export_savedmodel.py output.')
   flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
   flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
@@ -234,6 +236,8 @@ if __name__ == '__main__':
   flags.DEFINE_integer('max_batch', 32, 'Largest batch a worker forms.')
   flags.DEFINE_float('batch_timeout_ms', 2.0, 'Wait to fill a batch (ms).')
   flags.DEFINE_integer('workers', 1, 'Worker threads.')
+  flags.DEFINE_integer('intra_op_threads', 0, 'Threads per TF op (0: one per '
+                       'core); workers x threads = cores is the usual split.')
   flags.DEFINE_integer('min_duration_ms', None, 'Override min duration.')
   flags.DEFINE_integer('min_query_count', None, 'Override min queries.')
   flags.DEFINE_float('expected_qps', None, 'Offline expected QPS.')

@@ -101,6 +101,7 @@ class BertPretrainingTask:
     return serve
 
   # Inference: responses carry the int32 predicted id of each MLM slot.
+  inference_model = 'bert'
   inference_output = ('masked_lm_predictions', 'int32')
 
   @staticmethod

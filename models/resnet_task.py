@@ -96,6 +96,7 @@ class ResNetTask:
     return serve
 
   # Inference: LoadGen responses carry the int32 class of each sample.
+  inference_model = 'resnet50'
   inference_output = ('classes', 'int32')
 
   @staticmethod

@@ -1,6 +1,7 @@
-"""Shared fixtures: 4 logical CPU devices and the quickstart data, once a session."""
+"""Shared fixtures: 4 logical CPU devices and the test data, once a session."""
 
 import os
+import random
 import shutil
 
 import pytest
@@ -33,3 +34,41 @@ def bert_data(tmp_path_factory):
   out = tmp_path_factory.mktemp('bert_quickstart')
   counts = build_bert_quickstart_data.build(str(out))
   return str(out), counts
+
+
+NUMBERS = ('zero one two three four five six seven eight nine ten eleven '
+           'twelve thirteen fourteen fifteen sixteen seventeen eighteen '
+           'nineteen').split()
+
+
+@pytest.fixture(scope='session')
+def sums_data(tmp_path_factory):
+  """A BERT corpus whose masked words are learnable: counting runs in words.
+
+  MLPerf's 0.7.0 rules accept a BERT log only with a masked-LM accuracy of at
+  least 0.712, even in the open division; a tiny model reaches that in
+  seconds on this text, not on the Python documentation.
+  """
+  from tools import build_vocab
+  from tools import create_pretraining_data
+  out = tmp_path_factory.mktemp('sums')
+  rng = random.Random(0)
+  documents = []
+  for _ in range(60):
+    sentences = []
+    for _ in range(12):
+      start, length = rng.randint(0, 12), rng.randint(4, 8)
+      sentences.append(' '.join(NUMBERS[start:start + length]) + ' .')
+    documents.append(sentences)
+  corpus = out / 'corpus.txt'
+  corpus.write_text('\n\n'.join('\n'.join(d) for d in documents) + '\n')
+  vocab = str(out / 'vocab.txt')
+  build_vocab.write_vocab(build_vocab.build_vocab(
+      input_files=[str(corpus)], vocab_size=200), vocab)
+  for split, dupe, shards in (('train', 5, 2), ('eval', 1, 3)):
+    create_pretraining_data.create(
+        input_files=[str(corpus)], vocab_file=vocab,
+        output_files=[str(out / f'{split}-{i}') for i in range(shards)],
+        max_seq_length=32, max_predictions_per_seq=5, dupe_factor=dupe,
+        random_seed=1 if split == 'train' else 2)
+  return str(out)

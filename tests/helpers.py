@@ -29,6 +29,26 @@ def quick_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:
   return [f'{k} = {v}' for k, v in bindings.items()]
 
 
+def sums_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:
+  """Bindings for gin/bert_quickstart.gin on the `sums_data` corpus."""
+  bindings = {
+      'DATA_DIR': repr(data_dir),
+      'VOCAB_FILE': repr(os.path.join(data_dir, 'vocab.txt')),
+      'MAX_SEQ_LENGTH': 32, 'MAX_PREDICTIONS': 5, 'DROPOUT': 0.0,
+      'TARGET_ACCURACY': 0.75, 'NUM_EVAL_SAMPLES': 100,
+      'train.train.model_dir': repr(model_dir),
+      'train.train.global_batch_size': 32,
+      'train.train.eval_batch_size': 30,
+      'train.train.train_steps': 600, 'train.train.steps_per_loop': 20,
+      'train.train.eval_every_steps': 40, 'train.train.first_eval_step': 80,
+      'train.train.checkpoint_every_steps': 0,
+      'training.optimizers.Lamb.base_learning_rate': 0.01,
+      'training.optimizers.Lamb.warmup_steps': 20,
+  }
+  bindings.update(overrides)
+  return [f'{k} = {v}' for k, v in bindings.items()]
+
+
 def run_gin(files: list[str], bindings: list[str]):
   """Parses gin afresh and calls the train() root; returns its Result."""
   import train

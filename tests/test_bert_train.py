@@ -2,7 +2,6 @@
 
 import collections
 import os
-import random
 
 import numpy as np
 import pytest
@@ -10,62 +9,7 @@ import tensorflow as tf
 
 from input_pipeline import bert as bert_input
 from tests import helpers
-from tools import build_vocab
 from tools import create_pretraining_data
-
-NUMBERS = ('zero one two three four five six seven eight nine ten eleven '
-           'twelve thirteen fourteen fifteen sixteen seventeen eighteen '
-           'nineteen').split()
-
-
-@pytest.fixture(scope='module')
-def sums_data(tmp_path_factory):
-  """A corpus whose masked words are learnable: counting runs in words.
-
-  MLPerf's 0.7.0 rules accept a BERT log only with a masked-LM accuracy of at
-  least 0.712, even in the open division; a tiny model reaches that in
-  seconds on this text, not on the Python documentation.
-  """
-  out = tmp_path_factory.mktemp('sums')
-  rng = random.Random(0)
-  documents = []
-  for _ in range(60):
-    sentences = []
-    for _ in range(12):
-      start, length = rng.randint(0, 12), rng.randint(4, 8)
-      sentences.append(' '.join(NUMBERS[start:start + length]) + ' .')
-    documents.append(sentences)
-  corpus = out / 'corpus.txt'
-  corpus.write_text('\n\n'.join('\n'.join(d) for d in documents) + '\n')
-  vocab = str(out / 'vocab.txt')
-  build_vocab.write_vocab(build_vocab.build_vocab(
-      input_files=[str(corpus)], vocab_size=200), vocab)
-  for split, dupe, shards in (('train', 5, 2), ('eval', 1, 3)):
-    create_pretraining_data.create(
-        input_files=[str(corpus)], vocab_file=vocab,
-        output_files=[str(out / f'{split}-{i}') for i in range(shards)],
-        max_seq_length=32, max_predictions_per_seq=5, dupe_factor=dupe,
-        random_seed=1 if split == 'train' else 2)
-  return str(out)
-
-
-def sums_bindings(data_dir, model_dir, **overrides):
-  bindings = {
-      'DATA_DIR': repr(data_dir),
-      'VOCAB_FILE': repr(os.path.join(data_dir, 'vocab.txt')),
-      'MAX_SEQ_LENGTH': 32, 'MAX_PREDICTIONS': 5, 'DROPOUT': 0.0,
-      'TARGET_ACCURACY': 0.75, 'NUM_EVAL_SAMPLES': 100,
-      'train.train.model_dir': repr(model_dir),
-      'train.train.global_batch_size': 32,
-      'train.train.eval_batch_size': 30,
-      'train.train.train_steps': 600, 'train.train.steps_per_loop': 20,
-      'train.train.eval_every_steps': 40, 'train.train.first_eval_step': 80,
-      'train.train.checkpoint_every_steps': 0,
-      'training.optimizers.Lamb.base_learning_rate': 0.01,
-      'training.optimizers.Lamb.warmup_steps': 20,
-  }
-  bindings.update(overrides)
-  return [f'{k} = {v}' for k, v in bindings.items()]
 
 
 def test_two_replica_run_reaches_target_and_passes_the_checker(sums_data,
@@ -73,7 +17,7 @@ def test_two_replica_run_reaches_target_and_passes_the_checker(sums_data,
   model_dir = str(tmp_path / 'run')
   result = helpers.run_gin(
       ['gin/bert_quickstart.gin', 'gin/hardware/cpu_mirrored.gin'],
-      sums_bindings(sums_data, model_dir, CPU_REPLICAS=2))
+      helpers.sums_bindings(sums_data, model_dir, CPU_REPLICAS=2))
   assert result.status == 'success', result.evals
   assert result.evals[0][0] == 80  # No eval before first_eval_step.
   assert result.evals[-1][3]['examples'] == 100
@@ -158,9 +102,10 @@ def test_no_success_before_the_minimum_samples(sums_data, tmp_path):
   # accuracy, MLPerf does not count it as reaching the target.
   result = helpers.run_gin(
       ['gin/bert_quickstart.gin'],
-      sums_bindings(sums_data, str(tmp_path / 'run'), TARGET_ACCURACY=0.0,
-                    **{'train.train.train_steps': 40,
-                       'train.train.first_eval_step': 80}))
+      helpers.sums_bindings(sums_data, str(tmp_path / 'run'),
+                            TARGET_ACCURACY=0.0,
+                            **{'train.train.train_steps': 40,
+                               'train.train.first_eval_step': 80}))
   assert [e[0] for e in result.evals] == [40]
   assert result.status == 'aborted'
 

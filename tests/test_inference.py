@@ -64,6 +64,21 @@ def test_offline_and_single_stream_are_valid_with_short_settings(
     assert os.path.exists(tmp_path / 'SingleStream_performance' / name)
 
 
+def test_multi_stream_answers_queries_of_eight_and_is_valid(
+    exported, quickstart_data, tmp_path):
+  # Early stopping judges the p99: 662 queries (the default) are enough when
+  # none is late; 100 are not.
+  report = run(exported, quickstart_data, tmp_path, 'MultiStream',
+               min_duration_ms=300, min_query_count=662)
+  assert report.valid, report
+  assert report.summary['samples_per_query'] == '8'
+  assert report.metric.startswith('99.00 percentile') and report.value > 0
+  short = run(exported, quickstart_data, tmp_path / 'short', 'MultiStream',
+              min_duration_ms=100, min_query_count=100, max_query_count=100)
+  assert short.valid is False
+  assert any('Early stopping' in r for r in short.reasons), short
+
+
 def test_unreachable_server_target_is_reported_invalid(exported,
                                                        quickstart_data,
                                                        tmp_path):

@@ -66,9 +66,11 @@ class Task(Protocol):
   def serving_fn(self, model):
     """A tf.function with a dynamic-batch input signature for export."""
 
-  # Inference (inference/): which serving output answers a query, as
+  # Inference (inference/): the model's name in user.conf lines (MLPerf
+  # Inference's: resnet50, bert); which serving output answers a query, as
   # (name, numpy dtype); the serving inputs of an eval batch; the quality of
   # the responses (index -> array) against the eval references.
+  inference_model: str
   inference_output: tuple[str, str]
 
   def inference_inputs(self, batch: dict) -> dict:

@@ -1,0 +1,86 @@
+"""BERT masked-LM through export and the LoadGen harness."""
+
+import os
+import subprocess
+
+import gin
+import numpy as np
+import pytest
+
+from inference import backend as backends
+from inference import run as run_lib
+from inference import sample_library
+from tests import helpers
+from tools import export_savedmodel
+
+GIN_FILE = 'gin/bert_quickstart.gin'
+
+
+@pytest.fixture(scope='module')
+def trained(sums_data, tmp_path_factory):
+  """A tiny BERT trained on the counting corpus, exported; its last eval."""
+  folder = tmp_path_factory.mktemp('bert_export')
+  bindings = helpers.sums_bindings(
+      sums_data, str(folder / 'run'), TARGET_ACCURACY=1.0,
+      **{'train.train.train_steps': 400, 'train.train.eval_every_steps': 400,
+         'train.train.first_eval_step': 0})
+  result = helpers.run_gin([GIN_FILE], bindings)
+  try:
+    export_savedmodel.export(gin_files=[os.path.join(helpers.ROOT, GIN_FILE)],
+                             gin_params=bindings,
+                             checkpoint_dir=str(folder / 'run'),
+                             export_dir=str(folder / 'saved'))
+  finally:
+    gin.clear_config()
+  return str(folder / 'saved'), bindings, result.evals[-1]
+
+
+def bert_task(bindings, data_dir):
+  try:
+    return run_lib.load_task([os.path.join(helpers.ROOT, GIN_FILE)], bindings,
+                             data_dir)
+  finally:
+    gin.clear_config()
+
+
+def test_accuracy_mode_gives_the_masked_lm_accuracy_of_in_loop_eval(
+    trained, sums_data, tmp_path):
+  saved, bindings, (_, _, in_loop, sums) = trained
+  task = bert_task(bindings, sums_data)
+  backend = backends.SavedModelBackend(saved)
+  report = run_lib.run_benchmark(
+      task=task, backend=backend, scenario='Offline', mode='accuracy',
+      output_dir=str(tmp_path / 'accuracy'), model_name='bert', max_batch=16)
+  library = sample_library.EvalSampleLibrary(task=task)
+  library.load(range(library.total))
+  assert library.total == sums['examples'] == 100
+  predicted = backend.predict(library.get(list(range(100))))
+  refs = library.references()
+  weights = refs['masked_lm_weights'].astype(np.float64)
+  hits = predicted['masked_lm_predictions'] == refs['masked_lm_ids']
+  assert report.quality == float(np.sum(weights * hits) / np.sum(weights))
+  # The in-loop eval ran the same weights in the training process, at
+  # another batch size: a near-tie may round to another argmax.
+  assert report.quality == pytest.approx(in_loop, abs=0.01)
+  assert report.quality > 0.5  # Trained: far above chance (1/200).
+
+
+def test_server_run_from_the_command_line_reads_bert_user_conf_lines(
+    trained, sums_data, tmp_path):
+  saved, bindings, _ = trained
+  conf = tmp_path / 'user.conf'
+  conf.write_text('bert.Server.target_qps = 400\n'
+                  'resnet50.Server.target_qps = 9999\n')
+  done = subprocess.run(
+      [helpers.PYTHON, '-m', 'inference.run', f'--gin_file={GIN_FILE}',
+       *(f'--gin_param={b}' for b in bindings), f'--saved_model={saved}',
+       f'--dataset={sums_data}', f'--output_dir={tmp_path / "out"}',
+       '--scenario=Server', f'--user_conf={conf}', '--min_duration_ms=2000',
+       '--min_query_count=100', '--target_latency_ms=100'],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+  assert 'Server performance: VALID' in done.stdout
+  summary = run_lib.parse_summary(str(tmp_path / 'out' /
+                                      'mlperf_log_summary.txt'))
+  assert float(summary['target_qps']) == 400  # The task's name: bert.
