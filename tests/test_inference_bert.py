@@ -67,6 +67,7 @@ def test_accuracy_mode_gives_the_masked_lm_accuracy_of_in_loop_eval(
 
 def test_server_run_from_the_command_line_reads_bert_user_conf_lines(
     trained, sums_data, tmp_path):
+  # Two workers of one thread each: the CPU split of README benchmark (b).
   saved, bindings, _ = trained
   conf = tmp_path / 'user.conf'
   conf.write_text('bert.Server.target_qps = 400\n'
@@ -76,7 +77,8 @@ def test_server_run_from_the_command_line_reads_bert_user_conf_lines(
        *(f'--gin_param={b}' for b in bindings), f'--saved_model={saved}',
        f'--dataset={sums_data}', f'--output_dir={tmp_path / "out"}',
        '--scenario=Server', f'--user_conf={conf}', '--min_duration_ms=2000',
-       '--min_query_count=100', '--target_latency_ms=100'],
+       '--min_query_count=100', '--target_latency_ms=100', '--workers=2',
+       '--intra_op_threads=1'],
       capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
