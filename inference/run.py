@@ -171,7 +171,8 @@ def main(argv):
   backend = (backends.NoOpBackend(task.inference_output[0]) if f.noop_backend
              else backends.SavedModelBackend(f.saved_model))
   values = {
-      'min_duration_ms': f.min_duration_ms, 'min_query_count': f.min_query_count,
+      'min_duration_ms': f.min_duration_ms,
+      'min_query_count': f.min_query_count,
       'offline_expected_qps': f.expected_qps,
       'server_target_qps': f.target_qps,
       'server_target_latency_ns': (int(f.target_latency_ms * 1e6)

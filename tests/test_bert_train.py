@@ -1,4 +1,4 @@
-"""BERT through the runtime: pipeline checks, exact eval, MLPerf-compliant run."""
+"""BERT through the runtime: pipeline checks, exact eval, MLPerf log."""
 
 import collections
 import os

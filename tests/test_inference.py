@@ -139,7 +139,8 @@ def test_missing_saved_model_and_dataset_are_named(tmp_path):
 def cli(exported, data_dir, out, *args):
   import subprocess
   return subprocess.run(
-      [helpers.PYTHON, '-m', 'inference.run', '--gin_file=gin/resnet_quickstart.gin',
+      [helpers.PYTHON, '-m', 'inference.run',
+       '--gin_file=gin/resnet_quickstart.gin',
        f'--saved_model={exported}', f'--dataset={data_dir}',
        f'--output_dir={out}', *args],
       capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
