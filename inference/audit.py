@@ -69,8 +69,8 @@ def verify_test01(*, audit, reference, accuracy_dir: str, audit_dir: str,
   passed = not differing and ratio >= 0.9
   return Verdict('TEST01', passed,
                  f'{len(logged)} logged responses, {len(differing)} differ '
-                 'from '
-                 f'accuracy mode; performance {ratio:.3f} of the plain run')
+                 f'from accuracy mode; performance {ratio:.3f} of the plain '
+                 'run')
 
 
 def verify_test04(*, audit, reference) -> Verdict:
