@@ -71,6 +71,14 @@ def weights(model) -> dict:
   return {k: v.numpy() for k, v in model.params.items()}
 
 
+def run_inference(*args: str):
+  """`python -m inference.run ARGS` from the repository root."""
+  return subprocess.run(
+      [PYTHON, '-m', 'inference.run', *args], capture_output=True, text=True,
+      cwd=ROOT, timeout=300,
+      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+
+
 def run_checker(log_path: str, ruleset: str, cwd: str):
   return subprocess.run(
       [PYTHON, '-m', 'mlperf_logging.compliance_checker', '--usage',

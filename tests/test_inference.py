@@ -137,14 +137,9 @@ def test_missing_saved_model_and_dataset_are_named(tmp_path):
 
 
 def cli(exported, data_dir, out, *args):
-  import subprocess
-  return subprocess.run(
-      [helpers.PYTHON, '-m', 'inference.run',
-       '--gin_file=gin/resnet_quickstart.gin',
-       f'--saved_model={exported}', f'--dataset={data_dir}',
-       f'--output_dir={out}', *args],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
-      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  return helpers.run_inference(
+      '--gin_file=gin/resnet_quickstart.gin', f'--saved_model={exported}',
+      f'--dataset={data_dir}', f'--output_dir={out}', *args)
 
 
 @pytest.mark.parametrize('test', ['TEST01', 'TEST04'])

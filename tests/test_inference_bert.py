@@ -1,7 +1,6 @@
 """BERT masked-LM through export and the LoadGen harness."""
 
 import os
-import subprocess
 
 import gin
 import numpy as np
@@ -72,15 +71,12 @@ def test_server_run_from_the_command_line_reads_bert_user_conf_lines(
   conf = tmp_path / 'user.conf'
   conf.write_text('bert.Server.target_qps = 400\n'
                   'resnet50.Server.target_qps = 9999\n')
-  done = subprocess.run(
-      [helpers.PYTHON, '-m', 'inference.run', f'--gin_file={GIN_FILE}',
-       *(f'--gin_param={b}' for b in bindings), f'--saved_model={saved}',
-       f'--dataset={sums_data}', f'--output_dir={tmp_path / "out"}',
-       '--scenario=Server', f'--user_conf={conf}', '--min_duration_ms=2000',
-       '--min_query_count=100', '--target_latency_ms=100', '--workers=2',
-       '--intra_op_threads=1'],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
-      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  done = helpers.run_inference(
+      f'--gin_file={GIN_FILE}', *(f'--gin_param={b}' for b in bindings),
+      f'--saved_model={saved}', f'--dataset={sums_data}',
+      f'--output_dir={tmp_path / "out"}', '--scenario=Server',
+      f'--user_conf={conf}', '--min_duration_ms=2000', '--min_query_count=100',
+      '--target_latency_ms=100', '--workers=2', '--intra_op_threads=1')
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
   assert 'Server performance: VALID' in done.stdout
   summary = run_lib.parse_summary(str(tmp_path / 'out' /
