@@ -71,6 +71,16 @@ def weights(model) -> dict:
   return {k: v.numpy() for k, v in model.params.items()}
 
 
+def inference_task(gin_file: str, data_dir: str, params=()):
+  """inference.run.load_task for a gin file of the repository; gin cleared."""
+  from inference import run as run_lib
+  try:
+    return run_lib.load_task([os.path.join(ROOT, gin_file)], list(params),
+                             data_dir)
+  finally:
+    gin.clear_config()
+
+
 def run_inference(*args: str):
   """`python -m inference.run ARGS` from the repository root."""
   return subprocess.run(

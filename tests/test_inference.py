@@ -34,12 +34,7 @@ def exported(quickstart_data, tmp_path_factory):
 
 
 def task_for(data_dir, *params):
-  try:
-    return run_lib.load_task(
-        [os.path.join(helpers.ROOT, 'gin/resnet_quickstart.gin')],
-        list(params), data_dir)
-  finally:
-    gin.clear_config()
+  return helpers.inference_task('gin/resnet_quickstart.gin', data_dir, params)
 
 
 def run(exported, data_dir, tmp_path, scenario, mode='performance', **kw):

@@ -34,18 +34,10 @@ def trained(sums_data, tmp_path_factory):
   return str(folder / 'saved'), bindings, result.evals[-1]
 
 
-def bert_task(bindings, data_dir):
-  try:
-    return run_lib.load_task([os.path.join(helpers.ROOT, GIN_FILE)], bindings,
-                             data_dir)
-  finally:
-    gin.clear_config()
-
-
 def test_accuracy_mode_gives_the_masked_lm_accuracy_of_in_loop_eval(
     trained, sums_data, tmp_path):
   saved, bindings, (_, _, in_loop, sums) = trained
-  task = bert_task(bindings, sums_data)
+  task = helpers.inference_task(GIN_FILE, sums_data, bindings)
   backend = backends.SavedModelBackend(saved)
   report = run_lib.run_benchmark(
       task=task, backend=backend, scenario='Offline', mode='accuracy',
