@@ -4,6 +4,7 @@ The TPU path is kept thin on purpose: it differs from the others only in how
 the cluster is found and initialised; the training loop is the same code.
 """
 
+import dataclasses
 import json
 import os
 
@@ -131,6 +132,34 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     device = '/gpu:0' if tf.config.list_physical_devices('GPU') else '/cpu:0'
     return tf.distribute.OneDeviceStrategy(device)
   return tf.distribute.get_strategy()
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategyConfig:
+  """Which strategy a run trains under (gin: `train.train.distribution`,
+  set by the hardware gin files; `--tpu` sets `tpu`).
+
+  Attributes:
+    kind: 'tpu', 'multi_worker', 'mirrored', 'one_device' or 'default'.
+    tpu: TPU name, grpc address or 'local' (kind 'tpu').
+    num_cpu_devices: logical CPU devices for a CPU 'mirrored' run.
+    collective: multi_worker all-reduce: 'auto', 'ring' or 'nccl'.
+  """
+  kind: str = 'default'
+  tpu: str = ''
+  num_cpu_devices: int = 0
+  collective: str = 'auto'
+
+  def make(self) -> tf.distribute.Strategy:
+    return make_strategy(kind=self.kind, tpu=self.tpu or None,
+                         num_cpu_devices=self.num_cpu_devices,
+                         collective=self.collective)
+
+
+def worker_id(strategy: tf.distribute.Strategy) -> int:
+  """This worker's index (0 outside multi-worker runs)."""
+  resolver = getattr(strategy, 'cluster_resolver', None)
+  return getattr(resolver, 'task_id', 0) or 0
 
 
 def per_replica_batch_size(global_batch_size: int, num_replicas: int,

@@ -116,8 +116,9 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
       inline=scenario == 'SingleStream', max_batch=max_batch,
       batch_timeout_ms=batch_timeout_ms, workers=workers)
   sut = lg.ConstructSUT(impl.issue_queries, impl.flush_queries)
-  qsl = lg.ConstructQSL(library.total, library.total, library.load,
-                        library.unload)
+  qsl = lg.ConstructQSL(
+      library.total, min(library.total, task.inference_performance_samples),
+      library.load, library.unload)
   log_settings = lg.LogSettings()
   log_settings.log_output.outdir = output_dir
   log_settings.log_output.copy_summary_to_stdout = False
@@ -153,13 +154,11 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
 
 
 def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
-  """The task of the model's gin files, reading eval data from `dataset`."""
-  import gin
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  gin.add_config_file_search_path(root)
-  gin.parse_config_files_and_bindings(
-      gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'])
-  return gin.query_parameter('train.train.task').scoped_configurable_fn()
+  """The task of the model's gin files (their TASK macro), reading eval data
+  from `dataset`."""
+  from tools import gin_setup
+  gin_setup.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'])
+  return gin_setup.configured_task()
 
 
 def main(argv):

@@ -1,8 +1,13 @@
 """The query sample library: eval samples preprocessed as the model's eval path.
 
-Samples come from the task's own eval pipeline (one host, no padding), so an
-inference run sees exactly what in-loop evaluation sees. LoadGen chooses which
-samples are in memory (load/unload); `get` serves only those.
+Samples come from the task's own eval pipeline (one host, no padding, file
+order), so an inference run sees exactly what in-loop evaluation sees. Only
+what LoadGen has loaded is held: construction makes one pass that counts the
+samples and keeps their references (labels, masked-LM ids: small), and
+`load` reads the requested samples when LoadGen asks for them. The 50,000
+ImageNet validation images (about 30 GB as float32 at 224x224) never need to
+fit in memory at once; LoadGen loads its performance sample count
+(`Task.inference_performance_samples`, 1,024 for ResNet-50).
 """
 
 import numpy as np
@@ -10,7 +15,7 @@ import tensorflow as tf
 
 
 class EvalSampleLibrary:
-  """Eval samples by index, with their references for accuracy."""
+  """Eval samples by index, read lazily, with their references for accuracy."""
 
   def __init__(self, *, task, count: int = 0, batch: int = 64):
     """Args:
@@ -18,26 +23,67 @@ class EvalSampleLibrary:
       count: use the first `count` samples (0: all).
       batch: read batch size.
     """
-    data = task.data
-    steps = data.eval_steps(num_pipelines=1, global_batch_size=batch)
-    ds = data.eval_dataset(tf.distribute.InputContext(),
-                           global_batch_size=batch, steps=steps)
-    parts = [{k: v.numpy() for k, v in b.items()} for b in ds]
-    merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    real = merged.pop('mask') == 1
-    total = int(real.sum())
+    self._task, self._batch = task, batch
+    references = {k: [] for k in task.inference_references}
+    total = 0
+    for rows in self._real_batches():
+      for k in references:
+        references[k].append(rows[k])
+      total += len(next(iter(rows.values())))
+      if count and total >= count:
+        break
     self.total = min(count, total) if count else total
-    self._all = {k: v[real][:self.total] for k, v in merged.items()}
+    self._references = {k: np.concatenate(v)[:self.total]
+                        for k, v in references.items()}
     self._inputs = task.inference_inputs
     self._loaded = {}
+    self._stream, self._stream_start = None, 0  # Reader and its next index.
+
+  def _real_batches(self):
+    """The eval set as NumPy batches of real samples, in file order."""
+    data = self._task.data
+    steps = data.eval_steps(num_pipelines=1, global_batch_size=self._batch)
+    ds = data.eval_dataset(tf.distribute.InputContext(),
+                           global_batch_size=self._batch, steps=steps,
+                           cache=False)
+    for batch in ds:
+      batch = {k: v.numpy() for k, v in batch.items()}
+      real = batch.pop('mask') == 1
+      yield {k: v[real] for k, v in batch.items()}
 
   def load(self, indices) -> None:
-    for i in indices:
-      self._loaded[i] = {k: v[i] for k, v in self._all.items()}
+    """Reads the samples at `indices`.
+
+    Reading goes on from where the previous load stopped while the indices
+    lie ahead (LoadGen's accuracy mode loads the set chunk by chunk, in
+    order) and starts a new pass otherwise.
+    """
+    wanted = {i for i in indices if i not in self._loaded}
+    if not wanted:
+      return
+    if self._stream is None or min(wanted) < self._stream_start:
+      self._stream, self._stream_start = self._real_batches(), 0
+    last = max(wanted)
+    while self._stream_start <= last:
+      rows = next(self._stream)
+      n = len(next(iter(rows.values())))
+      start = self._stream_start
+      for i in wanted.intersection(range(start, start + n)):
+        self._loaded[i] = {k: v[i - start] for k, v in rows.items()}
+      self._stream_start += n
 
   def unload(self, indices) -> None:
     for i in indices:
       self._loaded.pop(i, None)
+
+  def loaded(self) -> list[int]:
+    """Indices of the samples held in memory."""
+    return sorted(self._loaded)
+
+  def held_bytes(self) -> int:
+    """Bytes of the loaded samples' arrays."""
+    return sum(v.nbytes for row in self._loaded.values()
+               for v in row.values())
 
   def get(self, indices) -> dict:
     """Model inputs for loaded samples, stacked in `indices` order."""
@@ -46,5 +92,5 @@ class EvalSampleLibrary:
     return self._inputs(batch)
 
   def references(self) -> dict:
-    """All samples' fields (labels included), by index."""
-    return self._all
+    """Every sample's reference fields (labels), by index."""
+    return self._references

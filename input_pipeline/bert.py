@@ -29,7 +29,8 @@ class BertPretrainingInput:
   def __init__(self, *, data_dir: str = '', train_pattern: str = 'train-*',
                eval_pattern: str = 'eval-*', max_seq_length: int = 512,
                max_predictions_per_seq: int = 76,
-               num_eval_samples: int = 10000, shuffle_buffer: int = 1000,
+               num_eval_samples: int = 10000, num_train_examples: int = 0,
+               shuffle_buffer: int = 1000,
                cycle_length: int = 8, deterministic: bool = False,
                seed: int = 0, synthetic: bool = False):
     """Args:
@@ -40,6 +41,8 @@ class BertPretrainingInput:
       max_predictions_per_seq: masked-LM slots a sample (76 in MLPerf).
       num_eval_samples: evaluate on the first this many eval samples (10,000
         in MLPerf; fewer if the files hold fewer).
+      num_train_examples: MLPerf train_samples (the samples in the train
+        files; 0 when not counted). BERT is scheduled in steps, not epochs.
       shuffle_buffer: training records in the shuffle buffer.
       cycle_length: files read in parallel (at most 8).
       deterministic: reproducible order (for tests and exact resume).
@@ -51,6 +54,7 @@ class BertPretrainingInput:
     self.max_seq_length = max_seq_length
     self.max_predictions_per_seq = max_predictions_per_seq
     self.num_eval_samples = num_eval_samples
+    self.num_train_examples = num_train_examples
     self.shuffle_buffer, self.cycle_length = shuffle_buffer, min(cycle_length, 8)
     self.deterministic, self.seed, self.synthetic = deterministic, seed, synthetic
     self._eval_total = None
@@ -71,6 +75,9 @@ class BertPretrainingInput:
           records.list_files(pattern)[0], self.features,
           fix='Build the data with tools/create_pretraining_data.py and set '
           'max_seq_length / max_predictions_per_seq to the values it used.')
+
+  def steps_per_epoch(self, global_batch_size: int) -> float:
+    return self.num_train_examples / global_batch_size
 
   def _options(self, deterministic):
     options = tf.data.Options()
@@ -122,8 +129,11 @@ class BertPretrainingInput:
     return records.eval_steps(counts, global_batch_size // num_pipelines)
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
-                   global_batch_size: int, steps: int):
-    """Exactly `steps` batches per replica; padding has weight and mask 0."""
+                   global_batch_size: int, steps: int, cache: bool = True):
+    """Exactly `steps` batches per replica; padding has weight and mask 0.
+
+    With `cache`, the parsed batches stay in memory after the first pass.
+    """
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     if self.synthetic:
       return self._synthetic(batch)
@@ -139,7 +149,9 @@ class BertPretrainingInput:
     padding['mask'] = tf.constant(0.0)
     ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
     ds = ds.take(steps * batch * replicas_per_host)
-    ds = ds.batch(batch, drop_remainder=True).cache()
+    ds = ds.batch(batch, drop_remainder=True)
+    if cache:
+      ds = ds.cache()
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options(True))
 
   def _synthetic(self, batch: int):

@@ -30,6 +30,7 @@ class ImageNetInput:
   def __init__(self, *, data_dir: str = '', train_pattern: str = 'train-*',
                eval_pattern: str = 'validation-*',
                image_size: int = 224, num_classes: int = 1000,
+               num_train_examples: int = 1281167,
                label_offset: int = 1, cache: str = 'raw',
                eval_cache: bool = True, shuffle_buffer: int = 16384,
                interleave_cycle: int = 64, deterministic: bool = False,
@@ -44,6 +45,8 @@ class ImageNetInput:
       eval_pattern: glob of the evaluation files inside data_dir.
       image_size: model input height and width.
       num_classes: number of classes the model predicts.
+      num_train_examples: examples in one epoch of the training set (MLPerf
+        train_samples; ImageNet's 1,281,167).
       label_offset: subtracted from `image/class/label` (1 for the TPU schema).
       cache: 'none', 'raw' (encoded records in memory) or 'decoded' (decoded
         images in memory: for hosts with few images each).
@@ -67,6 +70,7 @@ class ImageNetInput:
     self.train_files = os.path.join(data_dir, train_pattern)
     self.eval_files = os.path.join(data_dir, eval_pattern)
     self.image_size, self.num_classes = image_size, num_classes
+    self.num_train_examples = num_train_examples
     self.label_offset = label_offset
     self.cache, self.eval_cache = cache, eval_cache
     self.shuffle_buffer, self.interleave_cycle = shuffle_buffer, interleave_cycle
@@ -88,6 +92,9 @@ class ImageNetInput:
           files[0], FEATURES,
           fix='The pipeline expects the ImageNet TPU schema; rebuild the files '
           'with tools/convert_image_folder.py.')
+
+  def steps_per_epoch(self, global_batch_size: int) -> float:
+    return self.num_train_examples / global_batch_size
 
   # -- Datasets ---------------------------------------------------------------
 
@@ -201,11 +208,12 @@ class ImageNetInput:
     return sum(counts if counts is not None else self.eval_counts(1))
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
-                   global_batch_size: int, steps: int):
+                   global_batch_size: int, steps: int, cache: bool = True):
     """Per-host eval batches covering each example once, padded with mask 0.
 
     Every replica receives exactly `steps` batches; padding examples have an
-    all-zero image and `mask` 0, real ones `mask` 1.
+    all-zero image and `mask` 0, real ones `mask` 1. With `cache` (and the
+    `eval_cache` binding) the batches stay in memory after the first pass.
     """
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     if self.synthetic:
@@ -234,7 +242,7 @@ class ImageNetInput:
         'mask': tf.constant(0.0),
     }).repeat()
     ds = ds.concatenate(padding).take(total).batch(batch, drop_remainder=True)
-    if self.eval_cache:
+    if self.eval_cache and cache:
       ds = ds.cache()
     options = self._options()
     options.deterministic = True

@@ -1,7 +1,8 @@
 """The BERT pretraining task: masked LM + next-sentence prediction.
 
 Loss as the reference computes it on each replica: the masked-LM loss averaged
-over that replica's prediction weights, plus the mean NSP loss. Quality is
+over that replica's prediction weights, plus the mean NSP loss (a share of
+the replica's own mean, training/losses.py). Quality is
 MLPerf's: masked-LM accuracy = sum(correct x weight) / sum(weight) over all
 replicas and the first num_eval_samples eval samples.
 """
@@ -14,6 +15,7 @@ import tensorflow as tf
 from input_pipeline.bert import BertPretrainingInput
 from models import bert_checkpoint
 from models.bert import Bert
+from training import losses
 
 
 class BertPretrainingTask:
@@ -22,24 +24,24 @@ class BertPretrainingTask:
   mlperf_benchmark = 'bert'
   quality_name = 'masked-LM accuracy'
   eval_sum_names = ('correct', 'weight', 'examples')
+  eval_output_dtypes = {}  # Masked-LM accuracy is a ratio of sums.
   samples_per_epoch_num = 1  # MLPerf BERT logs epoch_num in samples.
+  higher_is_better = True
 
   def __init__(self, *, model: Callable[[], Bert], data: BertPretrainingInput,
                init_checkpoint: str = '', vocab_file: str = '',
-               num_train_examples: int = 0, target_accuracy: float = 0.712):
+               target_accuracy: float = 0.712):
     """Args:
       model: builds the Bert (gin: `@models.bert.Bert`, no call).
       data: the input pipeline.
       init_checkpoint: TF1 reference checkpoint to start from ('' = random).
       vocab_file: if set, the model's vocab_size is this file's line count.
-      num_train_examples: MLPerf train_samples (samples in the train files).
       target_accuracy: masked-LM accuracy that ends the run (0.712 in v0.7,
         0.720 from v1.0).
     """
     self._build_model = model
     self.data = data
     self.init_checkpoint, self.vocab_file = init_checkpoint, vocab_file
-    self.num_train_examples = num_train_examples
     self.target_quality = target_accuracy
 
   def build_model(self) -> Bert:
@@ -57,19 +59,16 @@ class BertPretrainingTask:
       bert_checkpoint.load_tf1_checkpoint(model, self.init_checkpoint)
     return model
 
-  def per_example_loss(self, model, batch):
+  def loss_share(self, model, batch):
     mlm_logits, nsp_logits = model(batch, training=True)
     weights = batch['masked_lm_weights']
     mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(
         batch['masked_lm_ids'], mlm_logits)
     nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(
         batch['next_sentence_labels'][:, 0], nsp_logits)
-    # The runtime sums these and divides by the global batch; scaling each
-    # example's masked-LM sum by (replica batch / replica weight) makes that
-    # the reference's per-replica weighted mean, averaged over replicas.
-    replica_batch = tf.cast(tf.shape(weights)[0], tf.float32)
-    scale = replica_batch / (tf.reduce_sum(weights) + 1e-5)
-    return tf.reduce_sum(mlm * weights, axis=1) * scale + nsp, {}
+    # The reference: sum(loss x weight) / (sum(weight) + 1e-5) per replica.
+    return (losses.share_of_replica_mean(mlm, weights, epsilon=1e-5) +
+            losses.share_of_replica_mean(nsp)), {}
 
   def eval_sums(self, model, batch) -> dict:
     mlm_logits, _ = model(batch, training=False)
@@ -79,6 +78,13 @@ class BertPretrainingTask:
     return {'correct': tf.reduce_sum(correct * weights),
             'weight': tf.reduce_sum(weights),
             'examples': tf.reduce_sum(batch['mask'])}
+
+  def eval_outputs(self, model, batch) -> dict:
+    del model, batch
+    return {}
+
+  def host_metric(self):
+    return None
 
   def serving_fn(self, model):
     """Token features -> masked-LM predicted ids and NSP logits."""
@@ -103,6 +109,8 @@ class BertPretrainingTask:
   # Inference: responses carry the int32 predicted id of each MLM slot.
   inference_model = 'bert'
   inference_output = ('masked_lm_predictions', 'int32')
+  inference_references = ('masked_lm_ids', 'masked_lm_weights')
+  inference_performance_samples = 10833  # MLPerf Inference's for bert.
 
   @staticmethod
   def inference_inputs(batch: dict) -> dict:
@@ -120,8 +128,8 @@ class BertPretrainingTask:
     return correct / max(weight, 1e-9)
 
   @staticmethod
-  def quality(sums: dict) -> float:
-    return float(sums['correct']) / max(float(sums['weight']), 1e-9)
+  def quality(metrics: dict) -> float:
+    return float(metrics['correct']) / max(float(metrics['weight']), 1e-9)
 
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:

@@ -12,6 +12,7 @@ import tensorflow as tf
 from input_pipeline.image_preprocessing import normalize
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
+from training import losses
 
 
 class ResNetTask:
@@ -23,22 +24,21 @@ class ResNetTask:
   mlperf_benchmark = 'resnet'
   quality_name = 'top-1 accuracy'
   eval_sum_names = ('correct', 'examples')
+  eval_output_dtypes = {}  # Top-1 is a sum: no host metric.
+  higher_is_better = True
 
   def __init__(self, *, model: Callable[[], ResNet], data: ImageNetInput,
-               num_train_examples: int = 1281167,
                label_smoothing: float = 0.1,
                target_accuracy: float = 0.759):
     """Args:
       model: builds the ResNet (gin: `@models.resnet.ResNet`, no call).
-      data: the input pipeline.
-      num_train_examples: examples in one epoch of the training set.
+      data: the input pipeline (it knows the epoch size).
       label_smoothing: label smoothing of the cross-entropy.
       target_accuracy: top-1 accuracy that ends the run (MLPerf: 0.759).
     """
     self._build_model = model
     self.data = data
-    self.num_train_examples = num_train_examples
-    self.samples_per_epoch_num = num_train_examples  # epoch_num in epochs.
+    self.samples_per_epoch_num = data.num_train_examples  # epoch_num: epochs.
     self.label_smoothing = label_smoothing
     self.target_quality = target_accuracy
     self._bn_group_size = None
@@ -52,15 +52,16 @@ class ResNetTask:
     self._bn_group_size = model.bn_sync.group_size
     return model
 
-  def per_example_loss(self, model, batch):
-    """Label-smoothed cross-entropy per example, and new model state."""
+  def loss_share(self, model, batch):
+    """Label-smoothed cross-entropy as a share of the global batch mean
+    (the TPU reference's loss), and the new batch-norm state."""
     logits, state_updates = model(normalize(batch['image']), training=True)
     labels = tf.one_hot(batch['label'], model.num_classes)
     if self.label_smoothing:
       labels = (labels * (1.0 - self.label_smoothing) +
                 self.label_smoothing / model.num_classes)
-    losses = tf.nn.softmax_cross_entropy_with_logits(labels, logits)
-    return losses, state_updates
+    per_example = tf.nn.softmax_cross_entropy_with_logits(labels, logits)
+    return losses.share_of_global_mean(per_example), state_updates
 
   def eval_sums(self, model, batch) -> dict:
     """Masked counts summed over a replica's batch."""
@@ -69,6 +70,13 @@ class ResNetTask:
                                batch['label']), tf.float32)
     return {'correct': tf.reduce_sum(correct * batch['mask']),
             'examples': tf.reduce_sum(batch['mask'])}
+
+  def eval_outputs(self, model, batch) -> dict:
+    del model, batch
+    return {}
+
+  def host_metric(self):
+    return None
 
   def explain_input_error(self, error: Exception) -> str | None:
     """Names the undecodable images behind a decode failure, if that was it."""
@@ -98,6 +106,8 @@ class ResNetTask:
   # Inference: LoadGen responses carry the int32 class of each sample.
   inference_model = 'resnet50'
   inference_output = ('classes', 'int32')
+  inference_references = ('label',)
+  inference_performance_samples = 1024  # MLPerf Inference's for resnet50.
 
   @staticmethod
   def inference_inputs(batch: dict) -> dict:
@@ -111,8 +121,8 @@ class ResNetTask:
                           for i in responses]))
 
   @staticmethod
-  def quality(sums: dict) -> float:
-    return float(sums['correct']) / max(float(sums['examples']), 1.0)
+  def quality(metrics: dict) -> float:
+    return float(metrics['correct']) / max(float(metrics['examples']), 1.0)
 
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:

@@ -19,10 +19,10 @@ def train(steps):
   return subprocess.run(
       [sys.executable, os.path.join(ROOT, 'train.py'),
        '--gin_file=gin/resnet_quickstart.gin', '--model_dir=gs://test/run',
-       "--gin.DATA_DIR='gs://test/data'", f'--gin.train.train.train_steps={steps}',
-       '--gin.train.train.steps_per_loop=2', '--gin.train.train.eval_every_steps=4',
-       '--gin.train.train.checkpoint_every_steps=2',
-       '--gin.training.optimizers.Lars.warmup_epochs=0.01'],
+       "--gin.DATA_DIR='gs://test/data'", f'--gin.TRAIN_STEPS={steps}',
+       '--gin.STEPS_PER_LOOP=2', '--gin.EVAL_EVERY_STEPS=4',
+       '--gin.CHECKPOINT_EVERY_STEPS=2',
+       '--gin.training.schedules.PolynomialWarmup.warmup_epochs=0.01'],
       capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 

@@ -1,10 +1,13 @@
 """Helpers to run train() through gin, as train.py does, inside a test."""
 
+import json
 import os
+import socket
 import subprocess
 import sys
 
 import gin
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -16,13 +19,13 @@ def quick_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:
       'DATA_DIR': repr(data_dir),
       'train.train.model_dir': repr(model_dir),
       'DETERMINISTIC': True,
-      'train.train.steps_per_loop': 2,
-      'train.train.eval_every_steps': 4,
-      'train.train.train_steps': 4,
-      'train.train.checkpoint_every_steps': 0,
-      'train.train.global_batch_size': 24,
-      'train.train.eval_batch_size': 48,
-      'training.optimizers.Lars.warmup_epochs': 0.05,  # 3 steps of 60.
+      'STEPS_PER_LOOP': 2,
+      'EVAL_EVERY_STEPS': 4,
+      'TRAIN_STEPS': 4,
+      'CHECKPOINT_EVERY_STEPS': 0,
+      'GLOBAL_BATCH_SIZE': 24,
+      'EVAL_BATCH_SIZE': 48,
+      'training.schedules.PolynomialWarmup.warmup_epochs': 0.05,  # 3 steps of 60.
   }
   bindings.update({k: v if isinstance(v, str) else repr(v)
                    for k, v in overrides.items()})
@@ -37,13 +40,13 @@ def sums_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:
       'MAX_SEQ_LENGTH': 32, 'MAX_PREDICTIONS': 5, 'DROPOUT': 0.0,
       'TARGET_ACCURACY': 0.75, 'NUM_EVAL_SAMPLES': 100,
       'train.train.model_dir': repr(model_dir),
-      'train.train.global_batch_size': 32,
-      'train.train.eval_batch_size': 30,
-      'train.train.train_steps': 600, 'train.train.steps_per_loop': 20,
-      'train.train.eval_every_steps': 40, 'train.train.first_eval_step': 80,
-      'train.train.checkpoint_every_steps': 0,
-      'training.optimizers.Lamb.base_learning_rate': 0.01,
-      'training.optimizers.Lamb.warmup_steps': 20,
+      'GLOBAL_BATCH_SIZE': 32,
+      'EVAL_BATCH_SIZE': 30,
+      'TRAIN_STEPS': 600, 'STEPS_PER_LOOP': 20,
+      'EVAL_EVERY_STEPS': 40, 'FIRST_EVAL_STEP': 80,
+      'CHECKPOINT_EVERY_STEPS': 0,
+      'training.schedules.WarmupPolynomialDecay.base': 0.01,
+      'training.schedules.WarmupPolynomialDecay.warmup_steps': 20,
   }
   bindings.update(overrides)
   return [f'{k} = {v}' for k, v in bindings.items()]
@@ -95,3 +98,51 @@ def run_checker(log_path: str, ruleset: str, cwd: str):
        'training', '--ruleset', ruleset, '--log_output',
        os.path.join(cwd, f'checker_{ruleset}.log'), log_path],
       capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def run_two_workers(data_dir: str, model_dir: str, out_dir,
+                    gin_file: str = 'gin/resnet_quickstart.gin') -> None:
+  """Two MultiWorkerMirroredStrategy processes on 127.0.0.1 (tests/
+  multi_worker_main.py); each saves its results to out_dir/w<i>.npz."""
+  workers = [f'127.0.0.1:{free_port()}' for _ in range(2)]
+  procs = []
+  for i in range(2):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT,
+               TF_CONFIG=json.dumps({'cluster': {'worker': workers},
+                                     'task': {'type': 'worker', 'index': i}}))
+    procs.append(subprocess.Popen(
+        # As a module: run as a script, tests/ would come first on the path
+        # and tests/training would shadow the training package.
+        [PYTHON, '-m', 'tests.multi_worker_main', data_dir, model_dir,
+         os.path.join(str(out_dir), f'w{i}.npz'),
+         gin_file],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True))
+  outputs = [p.communicate(timeout=300)[0] for p in procs]
+  for p, out in zip(procs, outputs):
+    assert p.returncode == 0, out[-3000:]
+
+
+def validation_logits(model, data_dir: str, image_size: int = 32):
+  """(logits, labels 0..9) of every validation record, one device, no
+  padding: the plain loop that in-loop evaluation is checked against."""
+  import tensorflow as tf
+  from input_pipeline import image_preprocessing
+  from input_pipeline import imagenet
+  logits, labels = [], []
+  for raw in tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(
+      os.path.join(data_dir, 'validation-*')))).batch(1000):
+    parsed = tf.io.parse_example(raw, imagenet.FEATURES)
+    images = tf.map_fn(
+        lambda b: image_preprocessing.eval_image(b, image_size=image_size),
+        parsed[imagenet.IMAGE_KEY], fn_output_signature=tf.float32)
+    out, _ = model(image_preprocessing.normalize(images), training=False)
+    logits.append(out.numpy())
+    labels.append(parsed[imagenet.LABEL_KEY].numpy() - 1)
+  return np.concatenate(logits), np.concatenate(labels)

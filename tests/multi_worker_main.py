@@ -1,9 +1,11 @@
 """One worker of the 2-process MultiWorkerMirroredStrategy test.
 
-  python tests/multi_worker_main.py DATA_DIR MODEL_DIR OUT.npz
-TF_CONFIG must be set. Trains a short quickstart run and saves its weights.
+  python -m tests.multi_worker_main DATA_DIR MODEL_DIR OUT.npz [GIN_FILE]
+TF_CONFIG must be set. Trains a short quickstart run (of GIN_FILE, by default
+gin/resnet_quickstart.gin) and saves its weights, eval count and quality.
 """
 
+import json
 import sys
 
 import numpy as np
@@ -11,14 +13,17 @@ import numpy as np
 from tests import helpers
 
 
-def main(data_dir, model_dir, out):
-  result = helpers.run_quick(data_dir, model_dir,
-                             extra_files=['gin/hardware/multi_worker.gin'],
-                             **{'train.train.train_steps': 6,
-                                'train.train.checkpoint_every_steps': 2,
-                                'train.train.eval_batch_size': 50})
+def main(data_dir, model_dir, out, gin_file='gin/resnet_quickstart.gin'):
+  result = helpers.run_gin(
+      [gin_file, 'gin/hardware/multi_worker.gin'],
+      helpers.quick_bindings(data_dir, model_dir,
+                             **{'TRAIN_STEPS': 6,
+                                'CHECKPOINT_EVERY_STEPS': 2,
+                                'EVAL_BATCH_SIZE': 50}))
   np.savez(out, count=result.evals[-1][3]['examples'], **{
       k.replace('/', '.'): v for k, v in helpers.weights(result.model).items()})
+  with open(out + '.json', 'w') as f:
+    json.dump({'quality': result.quality, 'metrics': result.evals[-1][3]}, f)
 
 
 if __name__ == '__main__':

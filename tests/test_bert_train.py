@@ -80,21 +80,22 @@ def test_clipping_before_and_after_the_all_reduce(sums_data):
   from training import step as step_lib
   strategy = strategies.make_strategy(kind='mirrored', num_cpu_devices=2)
   # Replica r holds gradient r+1 times [3, 4] (norm 5 (r+1)) as a 1/2 share.
-  def run(clip_before, dtype=tf.float32):
+  def run(clip_before, dtype='float32'):
     def fn():
       r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group,
                   tf.float32)
       g = tf.constant([3.0, 4.0]) * (r + 1) / 2
-      return step_lib.all_reduce_gradients([g], clip_norm=1.0,
-                                           clip_before=clip_before,
-                                           dtype=dtype)[0]
+      return step_lib.all_reduce_gradients(
+          [g], options=step_lib.GradientOptions(
+              clip_norm=1.0, clip_before_allreduce=clip_before,
+              allreduce_dtype=dtype), replica_factor=2)[0]
     return strategy.experimental_local_results(strategy.run(tf.function(fn)))[
         0].numpy()
   # Before: each replica's own mean clipped to norm 1, then averaged.
   np.testing.assert_allclose(run(True), [0.6, 0.8], rtol=1e-6)
   # After: the sum (norm 7.5) clipped to norm 1.
   np.testing.assert_allclose(run(False), [0.6, 0.8], rtol=1e-6)
-  np.testing.assert_allclose(run(False, tf.bfloat16), [0.6, 0.8], rtol=1e-2)
+  np.testing.assert_allclose(run(False, 'bfloat16'), [0.6, 0.8], rtol=1e-2)
 
 
 def test_no_success_before_the_minimum_samples(sums_data, tmp_path):
@@ -104,8 +105,8 @@ def test_no_success_before_the_minimum_samples(sums_data, tmp_path):
       ['gin/bert_quickstart.gin'],
       helpers.sums_bindings(sums_data, str(tmp_path / 'run'),
                             TARGET_ACCURACY=0.0,
-                            **{'train.train.train_steps': 40,
-                               'train.train.first_eval_step': 80}))
+                            **{'TRAIN_STEPS': 40,
+                               'FIRST_EVAL_STEP': 80}))
   assert [e[0] for e in result.evals] == [40]
   assert result.status == 'aborted'
 

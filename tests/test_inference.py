@@ -21,8 +21,8 @@ def exported(quickstart_data, tmp_path_factory):
   folder = tmp_path_factory.mktemp('export')
   model_dir = str(folder / 'run')
   helpers.run_quick(quickstart_data, model_dir,
-                    **{'train.train.train_steps': 20,
-                       'train.train.eval_every_steps': 20})
+                    **{'TRAIN_STEPS': 20,
+                       'EVAL_EVERY_STEPS': 20})
   try:
     export_savedmodel.export(
         gin_files=[os.path.join(helpers.ROOT, 'gin/resnet_quickstart.gin')],

@@ -21,8 +21,8 @@ def trained(sums_data, tmp_path_factory):
   folder = tmp_path_factory.mktemp('bert_export')
   bindings = helpers.sums_bindings(
       sums_data, str(folder / 'run'), TARGET_ACCURACY=1.0,
-      **{'train.train.train_steps': 400, 'train.train.eval_every_steps': 400,
-         'train.train.first_eval_step': 0})
+      **{'TRAIN_STEPS': 400, 'EVAL_EVERY_STEPS': 400,
+         'FIRST_EVAL_STEP': 0})
   result = helpers.run_gin([GIN_FILE], bindings)
   try:
     export_savedmodel.export(gin_files=[os.path.join(helpers.ROOT, GIN_FILE)],

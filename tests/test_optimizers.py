@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from models.layers import is_decay_exempt
 from training import optimizers
 from training import schedules
 
@@ -21,18 +22,18 @@ def numpy_lars(w, v, g, lr, *, momentum, wd, eeta, eps, decay):
   return w - v, v
 
 
-def run_updates(opt, names_shapes, steps, seed=0):
+def run_updates(opt, schedule, names_shapes, steps, seed=0):
   rng = np.random.default_rng(seed)
   variables = [tf.Variable(rng.standard_normal(shape).astype(np.float32),
                            name=name) for name, shape in names_shapes]
   init = [v.numpy() for v in variables]
-  opt.build(variables, steps_per_epoch=10, total_steps=100)
+  opt.build(variables)
   slots = opt.slots_for(variables)
   grads_seq = [[rng.standard_normal(v.shape).astype(np.float32)
                 for v in variables] for _ in range(steps)]
   lrs = []
   for step, grads in enumerate(grads_seq):
-    lr = float(opt.schedule(step))
+    lr = float(schedule(step))
     lrs.append(lr)
     for v, s, g in zip(variables, slots, grads):
       opt.update(v, tf.constant(g), s, tf.constant(lr), tf.constant(step),
@@ -41,12 +42,13 @@ def run_updates(opt, names_shapes, steps, seed=0):
 
 
 def test_lars_matches_numpy_reference_for_weights_and_excluded_bn():
-  opt = optimizers.Lars(base_learning_rate=3.0, warmup_epochs=0.5,
-                        momentum=0.9, weight_decay=2e-4, eeta=0.001,
-                        epsilon=0.0)
+  opt = optimizers.Lars(exclude=is_decay_exempt, momentum=0.9,
+                        weight_decay=2e-4, eeta=0.001, epsilon=0.0)
+  schedule = schedules.PolynomialWarmup(base=3.0, warmup_epochs=0.5,
+                                        steps_per_epoch=10, total_steps=100)
   names = [('net/conv/kernel', (3, 3, 4, 8)), ('net/bn/gamma', (8,)),
            ('net/fc/bias', (5,))]
-  init, grads_seq, lrs, final = run_updates(opt, names, steps=4)
+  init, grads_seq, lrs, final = run_updates(opt, schedule, names, steps=4)
   for i, (name, _) in enumerate(names):
     w, v = init[i].astype(np.float64), np.zeros_like(init[i], np.float64)
     for grads, lr in zip(grads_seq, lrs):
@@ -61,19 +63,21 @@ def test_lars_matches_numpy_reference_for_weights_and_excluded_bn():
 
 
 def test_lars_trust_ratio_is_one_for_zero_weights():
-  opt = optimizers.Lars(base_learning_rate=1.0, warmup_epochs=0)
+  opt = optimizers.Lars(exclude=is_decay_exempt)
   v = tf.Variable(tf.zeros([4]), name='w/kernel')
-  opt.build([v], steps_per_epoch=1, total_steps=10)
+  opt.build([v])
   opt.update(v, tf.ones([4]), opt.slots_for([v])[0], tf.constant(0.5),
              tf.constant(0), decay=True)
   np.testing.assert_allclose(v.numpy(), -0.5 * np.ones(4))
 
 
 def test_sgd_momentum_matches_numpy_reference():
-  opt = optimizers.SgdMomentum(base_learning_rate=0.4, warmup_epochs=1,
-                               momentum=0.9, weight_decay=1e-4)
+  opt = optimizers.SgdMomentum(exclude=is_decay_exempt, momentum=0.9,
+                               weight_decay=1e-4)
+  schedule = schedules.PolynomialWarmup(base=0.4, warmup_epochs=1,
+                                        steps_per_epoch=10, total_steps=100)
   names = [('net/conv/kernel', (2, 3))]
-  init, grads_seq, lrs, final = run_updates(opt, names, steps=3)
+  init, grads_seq, lrs, final = run_updates(opt, schedule, names, steps=3)
   w, v = init[0].astype(np.float64), 0.0
   for grads, lr in zip(grads_seq, lrs):
     v = 0.9 * v + grads[0]
@@ -100,7 +104,8 @@ def test_schedule_rejects_warmup_longer_than_training():
 
 
 def test_mlperf_keys_of_lars():
-  keys = optimizers.Lars(base_learning_rate=1.0).mlperf_params(decay_steps=7)
+  keys = optimizers.Lars(exclude=is_decay_exempt).mlperf_params(
+      schedules.PolynomialWarmup(base=1.0, total_steps=7))
   assert keys['opt_name'] == 'lars'
   assert keys['lars_opt_learning_rate_decay_steps'] == 7
   assert keys['lars_epsilon'] == 0.0
@@ -110,11 +115,10 @@ def test_l2_term_follows_the_optimizers_exclusion_rule():
   from training import step as step_lib
   kernel = tf.Variable(tf.ones([2, 2]), name='m/conv/kernel')
   gamma = tf.Variable(tf.ones([3]), name='m/bn/gamma')
-  default = optimizers.SgdMomentum(base_learning_rate=0.1)
+  default = optimizers.SgdMomentum(exclude=is_decay_exempt)
   decays = [default.takes_decay(v) for v in (kernel, gamma)]
   assert float(step_lib.l2_loss([kernel, gamma], decays)) == 2.0
-  everything = optimizers.SgdMomentum(base_learning_rate=0.1,
-                                      exclude=lambda name: False)
+  everything = optimizers.SgdMomentum(exclude=lambda name: False)
   decays = [everything.takes_decay(v) for v in (kernel, gamma)]
   assert float(step_lib.l2_loss([kernel, gamma], decays)) == 3.5
 
@@ -131,15 +135,16 @@ def numpy_lamb(w, m, v, g, lr, t, *, b1, b2, eps, wd, decay):
 
 
 def test_lamb_matches_numpy_reference_with_layernorm_excluded():
-  opt = optimizers.Lamb(base_learning_rate=0.002, warmup_steps=2,
-                        start_warmup_step=-1, beta_1=0.88, beta_2=0.88,
+  opt = optimizers.Lamb(beta_1=0.88, beta_2=0.88,
                         epsilon=1e-6, weight_decay=0.0166629,
                         exclude=lambda n: 'LayerNorm' in n or n.endswith(
                             'bias:0'))
+  schedule = schedules.WarmupPolynomialDecay(
+      base=0.002, warmup_steps=2, start_warmup_step=-1, total_steps=100)
   names = [('bert/encoder/layer_0/attention/self/query/kernel', (6, 4)),
            ('bert/encoder/layer_0/output/LayerNorm/gamma', (4,)),
            ('bert/encoder/layer_0/output/dense/bias', (4,))]
-  init, grads_seq, lrs, final = run_updates(opt, names, steps=4)
+  init, grads_seq, lrs, final = run_updates(opt, schedule, names, steps=4)
   for i, (name, _) in enumerate(names):
     w = init[i].astype(np.float64)
     m = v = np.zeros_like(w)

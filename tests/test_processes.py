@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -29,10 +28,10 @@ def run(cmd, timeout=300):
 def test_cli_writes_configs_and_accepts_gin_sugar(quickstart_data, tmp_path):
   model_dir = str(tmp_path / 'run')
   done = run(train_cmd(quickstart_data, model_dir,
-                       '--gin.train.train.train_steps=4',
-                       '--gin_param=training.optimizers.Lars.warmup_epochs=0.01',
-                       '--gin_param=train.train.steps_per_loop=2',
-                       '--gin_param=train.train.eval_every_steps=4'))
+                       '--gin.training.controller.RunSchedule.train_steps=4',
+                       '--gin_param=training.schedules.PolynomialWarmup.warmup_epochs=0.01',
+                       '--gin_param=STEPS_PER_LOOP=2',
+                       '--gin_param=EVAL_EVERY_STEPS=4'))
   # Exit 1: the run ended without reaching the target (4 steps).
   assert done.returncode == 1, done.stderr[-3000:]
   assert 'time to train' in done.stdout
@@ -72,12 +71,12 @@ def final_weights(model_dir):
 
 
 def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
-  params = ['--gin.DETERMINISTIC=True', '--gin.train.train.train_steps=120',
-            '--gin.train.train.steps_per_loop=2',
-            '--gin.train.train.eval_every_steps=40',
-            '--gin.train.train.checkpoint_every_steps=10',
-            '--gin.train.train.stop_at_target=False',
-            '--gin.train.train.global_batch_size=32']
+  params = ['--gin.DETERMINISTIC=True', '--gin.TRAIN_STEPS=120',
+            '--gin.STEPS_PER_LOOP=2',
+            '--gin.EVAL_EVERY_STEPS=40',
+            '--gin.CHECKPOINT_EVERY_STEPS=10',
+            '--gin.STOP_AT_TARGET=False',
+            '--gin.GLOBAL_BATCH_SIZE=32']
   straight, killed = str(tmp_path / 'straight'), str(tmp_path / 'killed')
   proc = subprocess.Popen(train_cmd(quickstart_data, killed, *params),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -103,29 +102,10 @@ def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
     np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
-def free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
 def test_two_worker_processes_end_with_identical_weights(quickstart_data,
                                                          tmp_path):
-  workers = [f'127.0.0.1:{free_port()}' for _ in range(2)]
   model_dir = str(tmp_path / 'run')
-  procs = []
-  for i in range(2):
-    env = dict(ENV, TF_CONFIG=json.dumps({
-        'cluster': {'worker': workers}, 'task': {'type': 'worker', 'index': i}}))
-    procs.append(subprocess.Popen(
-        [helpers.PYTHON, os.path.join(helpers.ROOT, 'tests',
-                                      'multi_worker_main.py'),
-         quickstart_data, model_dir, str(tmp_path / f'w{i}.npz')],
-        env=env, cwd=helpers.ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True))
-  outputs = [p.communicate(timeout=300)[0] for p in procs]
-  for p, out in zip(procs, outputs):
-    assert p.returncode == 0, out[-3000:]
+  helpers.run_two_workers(quickstart_data, model_dir, tmp_path)
   w0, w1 = (np.load(tmp_path / f'w{i}.npz') for i in range(2))
   # Each host counted its own eval shard; together every example once.
   assert int(w0['count']) == 360

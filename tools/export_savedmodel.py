@@ -17,10 +17,13 @@ import sys
 
 from absl import app
 from absl import flags
-import gin
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # Run as a script from anywhere.
+
+from tools import gin_setup  # pylint: disable=wrong-import-position
+from training import export as export_lib  # pylint: disable=wrong-import-position
 
 
 def export(*, gin_files: list[str], gin_params: list[str],
@@ -31,9 +34,8 @@ def export(*, gin_files: list[str], gin_params: list[str],
     FileNotFoundError: no checkpoint under checkpoint_dir.
     ValueError: the checkpoint does not match the configured model.
   """
-  gin.add_config_file_search_path(ROOT)
-  gin.parse_config_files_and_bindings(gin_files, gin_params)
-  task = gin.query_parameter('train.train.task').scoped_configurable_fn()
+  gin_setup.parse(gin_files, gin_params)
+  task = gin_setup.configured_task()
   folder = os.path.join(checkpoint_dir, 'checkpoints')
   path = tf.train.latest_checkpoint(folder)
   if path is None:
@@ -46,11 +48,7 @@ def export(*, gin_files: list[str], gin_params: list[str],
   except (AssertionError, ValueError) as e:
     raise ValueError(f'{path} does not fit the model these gin files build '
                      f'({str(e).splitlines()[0][:300]}).') from e
-  module = tf.Module()
-  module.model = model
-  module.serve = task.serving_fn(model)
-  tf.saved_model.save(module, export_dir,
-                      signatures={'serving_default': module.serve})
+  export_lib.save_serving(model, task, export_dir)
   return path
 
 
@@ -63,7 +61,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.path.insert(0, ROOT)
   flags.DEFINE_multi_string('gin_file', [], 'Gin files used for training.')
   flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
   flags.DEFINE_string('checkpoint_dir', None, 'The training --model_dir.')

@@ -14,18 +14,21 @@ class Checkpointer:
   """Saves and restores the training state of one run."""
 
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
-               max_to_keep: int = 3, **objects):
+               max_to_keep: int = 3, folder: str = 'checkpoints', **objects):
     """Args:
-      model_dir: the run's folder; checkpoints go to `<model_dir>/checkpoints`.
+      model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
       worker_id: names the scratch folder of a non-chief worker.
       max_to_keep: checkpoints kept on disk.
+      folder: the checkpoints' folder inside model_dir.
       **objects: trackables to save (model, optimizer slots, step, ...).
     """
-    self.directory = os.path.join(model_dir, 'checkpoints')
+    self.directory = os.path.join(model_dir, folder)
+    self.last_saved_step = None
     self.checkpoint = tf.train.Checkpoint(**objects)
     write_dir = (self.directory if chief else
-                 os.path.join(model_dir, 'worker_scratch', str(worker_id)))
+                 os.path.join(model_dir, 'worker_scratch',
+                              f'{folder}-{worker_id}'))
     self._scratch = None if chief else write_dir
     self._manager = tf.train.CheckpointManager(self.checkpoint, write_dir,
                                                max_to_keep=max_to_keep)
@@ -59,4 +62,5 @@ class Checkpointer:
     path = self._manager.save(checkpoint_number=step)
     if self._scratch:
       tf.io.gfile.rmtree(self._scratch)
+    self.last_saved_step = step
     return path

@@ -1,4 +1,11 @@
-"""Learning-rate schedules as functions of the global step."""
+"""Learning-rate schedules as functions of the global step.
+
+Each is its own gin binding (`train.train.learning_rate`): gin sets the
+hyper-parameters and the runtime passes the run's lengths, `steps_per_epoch`
+and `total_steps`, when it builds the schedule. Swapping LARS's warmup-poly
+for a step schedule, or giving Adam an inverse square root, is a gin change.
+Implements training.task.LearningRateSchedule.
+"""
 
 import tensorflow as tf
 
@@ -10,15 +17,22 @@ class PolynomialWarmup:
         = (base - end) * (1 - p) ** power + end            otherwise,
   with p = min(s - warmup_steps, decay_steps) / decay_steps and
   decay_steps = total_steps - warmup_steps (the MLPerf ResNet LARS schedule).
+  The warmup is given in steps or, as MLPerf ResNet gives it, in epochs.
   """
 
-  def __init__(self, *, base: float, end: float, warmup_steps: int,
-               total_steps: int, power: float):
+  def __init__(self, *, base: float, total_steps: int, end: float = 1e-4,
+               power: float = 2.0, warmup_steps: int = 0,
+               warmup_epochs: float = 0.0, steps_per_epoch: float = 0.0):
+    if warmup_epochs:
+      if not steps_per_epoch:
+        raise ValueError('`warmup_epochs` needs the data to know its epoch '
+                         'size; give `warmup_steps` instead.')
+      warmup_steps = int(round(warmup_epochs * steps_per_epoch))
     if total_steps <= warmup_steps:
       raise ValueError(f'Training steps ({total_steps}) must exceed the '
                        f'warmup steps ({warmup_steps}).')
     self.base, self.end, self.power = base, end, power
-    self.warmup_steps = warmup_steps
+    self.warmup_steps, self.warmup_epochs = warmup_steps, warmup_epochs
     self.decay_steps = total_steps - warmup_steps
 
   def __call__(self, step):
@@ -28,6 +42,12 @@ class PolynomialWarmup:
                           self.decay_steps) / self.decay_steps
     decay = (self.base - self.end) * (1.0 - progress)**self.power + self.end
     return tf.where(step < self.warmup_steps, warmup, decay)
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'end_learning_rate': self.end,
+            'decay_power': self.power, 'decay_steps': self.decay_steps,
+            'warmup_steps': self.warmup_steps,
+            'warmup_epochs': self.warmup_epochs}
 
 
 class WarmupPolynomialDecay:
@@ -41,8 +61,10 @@ class WarmupPolynomialDecay:
               decay(s).
   """
 
-  def __init__(self, *, base: float, end: float, warmup_steps: int,
-               start_warmup_step: int, total_steps: int, power: float):
+  def __init__(self, *, base: float, total_steps: int, end: float = 0.0,
+               power: float = 1.0, warmup_steps: int = 0,
+               start_warmup_step: int = 0, steps_per_epoch: float = 0.0):
+    del steps_per_epoch  # Counted in steps only.
     if total_steps <= 0:
       raise ValueError(f'Training steps must be positive, got {total_steps}.')
     self.base, self.end, self.power = base, end, power
@@ -58,3 +80,73 @@ class WarmupPolynomialDecay:
     since = step - self.start_warmup_step
     warmup = self.base * since / self.warmup_steps
     return tf.where(since < self.warmup_steps, warmup, decay)
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'end_learning_rate': self.end,
+            'decay_power': self.power, 'decay_steps': self.decay_steps,
+            'warmup_steps': self.warmup_steps,
+            'start_warmup_step': self.start_warmup_step}
+
+
+class InverseSquareRoot:
+  """Linear warmup, then base * sqrt(warmup_steps / step) (Transformer-style).
+
+  lr(s) = base * s / warmup_steps              for s < warmup_steps
+        = base * sqrt(warmup_steps / s)        otherwise.
+  """
+
+  def __init__(self, *, base: float, warmup_steps: int, total_steps: int = 0,
+               steps_per_epoch: float = 0.0):
+    del steps_per_epoch
+    if warmup_steps <= 0:
+      raise ValueError(f'`warmup_steps` must be positive, got {warmup_steps}.')
+    self.base, self.warmup_steps = base, warmup_steps
+    self.decay_steps = total_steps
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    warmup = self.base * step / self.warmup_steps
+    decay = self.base * tf.sqrt(self.warmup_steps / tf.maximum(step, 1.0))
+    return tf.where(step < self.warmup_steps, warmup, decay)
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'decay_steps': self.decay_steps,
+            'warmup_steps': self.warmup_steps}
+
+
+class PiecewiseConstant:
+  """`values[i]` from `boundaries[i-1]` (in epochs) on, with linear warmup.
+
+  The step schedule of SGD/LARS recipes before polynomial decay:
+  boundaries (30, 60, 80) with values (0.1, 0.01, 0.001, 0.0001).
+  """
+
+  def __init__(self, *, boundaries_epochs: tuple, values: tuple,
+               total_steps: int, steps_per_epoch: float, warmup_epochs=0.0):
+    if len(values) != len(boundaries_epochs) + 1:
+      raise ValueError(f'`values` needs one more entry than '
+                       f'`boundaries_epochs` ({len(values)} vs '
+                       f'{len(boundaries_epochs)}).')
+    self.boundaries = [int(round(b * steps_per_epoch))
+                       for b in boundaries_epochs]
+    self.values = list(values)
+    self.warmup_steps = int(round(warmup_epochs * steps_per_epoch))
+    self.warmup_epochs = warmup_epochs
+    self.decay_steps = total_steps
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.int64)
+    lr = tf.constant(self.values[0], tf.float32)
+    for boundary, value in zip(self.boundaries, self.values[1:]):
+      lr = tf.where(step >= boundary, value, lr)
+    if self.warmup_steps:
+      warmup = self.values[0] * tf.cast(step, tf.float32) / self.warmup_steps
+      lr = tf.where(step < self.warmup_steps, warmup, lr)
+    return lr
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.values[0],
+            'end_learning_rate': self.values[-1], 'decay_power': 0.0,
+            'decay_steps': self.decay_steps, 'warmup_steps': self.warmup_steps,
+            'warmup_epochs': self.warmup_epochs,
+            'boundaries': self.boundaries}

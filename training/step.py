@@ -1,4 +1,4 @@
-"""The replica step and the host loops (train and eval) as tf.functions.
+"""The replica step and the device loops (train and eval) as tf.functions.
 
 One call of a loop runs `num_steps` steps on the devices: the host talks to the
 devices once per loop (TPUEstimator's iterations_per_loop, Orbit's
@@ -6,8 +6,35 @@ steps_per_loop). Calling a loop with 0 steps builds and compiles it without
 changing any state, which is how the runtime compiles before run_start.
 """
 
+import dataclasses
+
 import tensorflow as tf
 
+ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientOptions:
+  """How gradients are clipped and all-reduced (gin: `train.train.gradients`).
+
+  Attributes:
+    clip_norm: clip to this global norm (0: no clipping).
+    clip_before_allreduce: clip each replica's own gradients before the
+      all-reduce (MLPerf BERT v0.7 clips per core) instead of the reduced ones
+      (later rules).
+    allreduce_dtype: 'float32' or 'bfloat16' gradients in the all-reduce.
+  """
+  clip_norm: float = 0.0
+  clip_before_allreduce: bool = False
+  allreduce_dtype: str = 'float32'
+
+  def __post_init__(self):
+    if self.allreduce_dtype not in ALLREDUCE_DTYPES:
+      raise ValueError(f'`allreduce_dtype` must be one of '
+                       f'{sorted(ALLREDUCE_DTYPES)}, got '
+                       f'{self.allreduce_dtype!r}.')
+    if self.clip_norm < 0:
+      raise ValueError(f'`clip_norm` must be >= 0, got {self.clip_norm}.')
 
 
 def l2_loss(variables, decays) -> tf.Tensor:
@@ -16,42 +43,43 @@ def l2_loss(variables, decays) -> tf.Tensor:
   return tf.add_n(terms) if terms else tf.constant(0.0)
 
 
-ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
+def all_reduce_gradients(grads, *, options: GradientOptions,
+                         replica_factor: float):
+  """Sums gradients of the loss shares over replicas, clipping before or after.
 
-
-def all_reduce_gradients(grads, *, clip_norm: float, clip_before: bool,
-                         dtype: tf.DType):
-  """Sums gradients over replicas, clipping by global norm before or after.
-
-  Each replica's gradients carry a 1/num_replicas share of the mean (the loss
-  is divided by the global batch), so clipping before the all-reduce scales
-  them up to a replica's own mean first, as the TPU reference clips per core.
+  Args:
+    grads: this replica's gradients of its loss share.
+    options: clipping and all-reduce precision.
+    replica_factor: share x replica_factor is the replica's own mean loss
+      (training/losses.py); clipping before the all-reduce clips that.
   """
   ctx = tf.distribute.get_replica_context()
-  n = ctx.num_replicas_in_sync
   # Embedding lookups give IndexedSlices; the updates here are dense.
   grads = [tf.convert_to_tensor(g) for g in grads]
-  if clip_norm and clip_before:
-    grads, _ = tf.clip_by_global_norm([g * n for g in grads], clip_norm)
-    grads = [g / n for g in grads]
+  if options.clip_norm and options.clip_before_allreduce:
+    grads, _ = tf.clip_by_global_norm([g * replica_factor for g in grads],
+                                      options.clip_norm)
+    grads = [g / replica_factor for g in grads]
+  dtype = ALLREDUCE_DTYPES[options.allreduce_dtype]
   if dtype != tf.float32:
     grads = [tf.cast(g, tf.float32) for g in ctx.all_reduce(
         tf.distribute.ReduceOp.SUM, [tf.cast(g, dtype) for g in grads])]
   else:
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-  if clip_norm and not clip_before:
-    grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+  if options.clip_norm and not options.clip_before_allreduce:
+    grads, _ = tf.clip_by_global_norm(grads, options.clip_norm)
   return grads
 
 
-def make_train_loop(*, strategy, model, optimizer, task,
-                    global_batch_size: int, step: tf.Variable,
-                    clip_norm: float = 0.0, clip_before_allreduce: bool = False,
-                    allreduce_dtype: str = 'float32'):
-  """Returns train_loop(iterator, num_steps) -> mean loss over the steps."""
-  if allreduce_dtype not in ALLREDUCE_DTYPES:
-    raise ValueError(f'`allreduce_dtype` must be one of '
-                     f'{sorted(ALLREDUCE_DTYPES)}, got {allreduce_dtype!r}.')
+def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
+                    step: tf.Variable,
+                    gradients: GradientOptions = GradientOptions()):
+  """Returns train_loop(iterator, num_steps) -> mean loss over the steps.
+
+  The loss reported is the replicas' shares summed: the global mean for
+  `share_of_global_mean`, the mean of replica means for
+  `share_of_replica_mean`.
+  """
   variables = list(model.trainable_variables)
   slots = optimizer.slots_for(variables)
   decays = [optimizer.takes_decay(v) for v in variables]
@@ -59,7 +87,7 @@ def make_train_loop(*, strategy, model, optimizer, task,
   weight_decay = optimizer.loss_weight_decay()
 
   def apply_updates(distribution, grads, state_values):
-    lr = optimizer.schedule(step)
+    lr = learning_rate(step)
     for var, var_slots, grad, decay in zip(variables, slots, grads, decays):
       distribution.extended.update(var, optimizer.update,
                                    args=(grad, var_slots, lr, step),
@@ -72,21 +100,19 @@ def make_train_loop(*, strategy, model, optimizer, task,
   def replica_step(batch):
     ctx = tf.distribute.get_replica_context()
     with tf.GradientTape() as tape:
-      losses, state_updates = task.per_example_loss(model, batch)
-      data_loss = tf.reduce_sum(losses) / global_batch_size
-      loss = data_loss
+      share, state_updates = task.loss_share(model, batch)
+      loss = share.value
       if weight_decay:
         loss += (weight_decay * l2_loss(variables, decays) /
                  ctx.num_replicas_in_sync)
-    grads = all_reduce_gradients(
-        tape.gradient(loss, variables), clip_norm=clip_norm,
-        clip_before=clip_before_allreduce,
-        dtype=ALLREDUCE_DTYPES[allreduce_dtype])
+    grads = all_reduce_gradients(tape.gradient(loss, variables),
+                                 options=gradients,
+                                 replica_factor=share.replica_factor)
     state_values = [state_updates[n] for n in state_names]
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)
     ctx.merge_call(apply_updates, args=(grads, state_values))
-    return data_loss
+    return share.value
 
   @tf.function
   def train_loop(iterator, num_steps):
@@ -101,16 +127,62 @@ def make_train_loop(*, strategy, model, optimizer, task,
 
 
 def make_eval_loop(*, strategy, model, task):
-  """Returns eval_loop(iterator, num_steps) -> dict of sums over all replicas."""
+  """Returns eval_loop(iterator, num_steps) -> (sums, outputs).
+
+  `sums`: the task's eval sums reduced over all replicas and steps. `outputs`:
+  the task's per-example eval outputs of every replica on every host,
+  gathered on the device (all-gather, so every host holds them), stacked as
+  [num_steps * global batch, ...] in step then replica order; empty when the
+  task has no host metric.
+  """
+  output_dtypes = dict(task.eval_output_dtypes)
+  output_names = tuple(output_dtypes)
+
+  def replica_eval(batch):
+    sums = task.eval_sums(model, batch)
+    if not output_names:
+      return sums, {}
+    outputs = task.eval_outputs(model, batch)
+    ctx = tf.distribute.get_replica_context()
+    return sums, {k: ctx.all_gather(placed(strategy, outputs[k]), axis=0)
+                  for k in output_names}
 
   @tf.function
   def eval_loop(iterator, num_steps):
     sums = {k: tf.constant(0.0) for k in task.eval_sum_names}
-    for _ in tf.range(num_steps):
-      per_replica = strategy.run(task.eval_sums, args=(model, next(iterator)))
+    arrays = {k: tf.TensorArray(output_dtypes[k], size=0, dynamic_size=True,
+                                infer_shape=False) for k in output_names}
+    for i in tf.range(num_steps):
+      per_replica_sums, gathered = strategy.run(replica_eval,
+                                                args=(next(iterator),))
       sums = {k: sums[k] + strategy.reduce(tf.distribute.ReduceOp.SUM,
-                                           per_replica[k], axis=None)
+                                           per_replica_sums[k], axis=None)
               for k in sums}
-    return sums
+      # Every replica holds the same gathered copy; keep the first.
+      arrays = {k: arrays[k].write(tf.cast(i, tf.int32),
+                                   strategy.experimental_local_results(
+                                       gathered[k])[0])
+                for k in output_names}
+    # Concatenating an empty list needs a known element shape: the 0-step
+    # call that compiles the loop returns empty outputs instead.
+    outputs = {k: tf.cond(num_steps > 0, arrays[k].concat,
+                          lambda k=k: tf.zeros([0], output_dtypes[k]))
+               for k in output_names}
+    return sums, outputs
 
   return eval_loop
+
+
+
+def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
+  """`tensor` with a device, which ReplicaContext.all_gather needs.
+
+  Under MultiWorkerMirroredStrategy with one device a worker, ops inside a
+  tf.function carry no device and all_gather fails with "destinations can not
+  be empty" (TF 2.21); pin such a tensor to the worker's one device.
+  """
+  devices = strategy.extended.worker_devices
+  if tensor.device or len(devices) != 1:
+    return tensor
+  with tf.device(devices[0]):
+    return tf.identity(tensor)

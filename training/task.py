@@ -1,35 +1,116 @@
-"""What the runtime needs from a model's task and its data: the whole contract.
+"""What the runtime calls: the written contracts of task, data, model, optimizer.
 
-The runtime (train.py, training/) calls only these members; each model
-provides one Task (models/resnet_task.py is the first) and the runtime knows
-nothing else about it.
+The runtime (train.py, training/) calls only the members below; each model
+provides one Task (models/resnet_task.py, models/bert_task.py) and the runtime
+knows nothing else about it. training/ does not import models/.
 """
 
-from typing import Protocol
+from typing import Mapping, Protocol, Sequence
 
+import numpy as np
 import tensorflow as tf
+
+from training.losses import LossShare
 
 
 class TaskData(Protocol):
   """A model's input pipeline, built per host from a tf.distribute.InputContext."""
 
+  num_train_examples: int  # One epoch of training data (MLPerf train_samples).
+
   def check(self) -> None:
     """Fails fast, naming the cause, on missing files or a wrong schema."""
+
+  def steps_per_epoch(self, global_batch_size: int) -> float:
+    """Training steps that make one epoch (0 when the data cannot say)."""
 
   def train_dataset(self, input_context: tf.distribute.InputContext, *,
                     global_batch_size: int,
                     start_step: int = 0) -> tf.data.Dataset:
-    """Per-replica training batches, positioned at training step start_step."""
+    """Per-replica training batches, positioned at training step start_step.
+
+    How long positioning takes must not grow with start_step: a run resumed
+    late must not re-read everything read before the checkpoint.
+    """
 
   def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
     """Eval steps that cover every host's examples once."""
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
-                   global_batch_size: int, steps: int) -> tf.data.Dataset:
-    """Exactly `steps` per-replica eval batches each, padding masked out."""
+                   global_batch_size: int, steps: int,
+                   cache: bool = True) -> tf.data.Dataset:
+    """Exactly `steps` per-replica eval batches each, padding with `mask` 0,
+    in file order. `cache`: may keep the batches in memory for the next
+    evaluation (in-loop eval repeats; the inference library reads once)."""
 
   def num_eval_examples(self) -> int:
     """Real (unpadded) eval examples over all hosts."""
+
+
+class HostMetric(Protocol):
+  """A quality computed on the host from per-example eval outputs.
+
+  For metrics that are not sums over examples (ROC AUC, BLEU, COCO mAP). The
+  runtime gathers the task's `eval_outputs` from every replica and host,
+  drops the padding, and calls `update` on the chief only, in eval order.
+  """
+
+  def reset(self) -> None:
+    """Forgets the previous evaluation."""
+
+  def update(self, outputs: Mapping[str, np.ndarray]) -> None:
+    """Adds a chunk of real (unpadded) examples: each array's first axis."""
+
+  def result(self) -> dict[str, float]:
+    """The metric values over everything added since `reset`."""
+
+
+class Model(Protocol):
+  """What the runtime needs of a model: a tf.Module with weights and state."""
+
+  trainable_variables: Sequence[tf.Variable]
+  # Non-trainable variables the train step replaces each step (batch-norm
+  # moving statistics), by name; the step all-reduces their new values.
+  state: Mapping[str, tf.Variable]
+
+
+class LearningRateSchedule(Protocol):
+  """The learning rate as a function of the global step.
+
+  Gin binds the class with its hyper-parameters; the runtime calls it with the
+  run's lengths: `schedule(steps_per_epoch=..., total_steps=...)`.
+  """
+
+  def __call__(self, step) -> tf.Tensor:
+    """The learning rate at `step` (a scalar, float32)."""
+
+  def describe(self) -> dict:
+    """Hyper-parameters by generic name (base_learning_rate, decay_steps,
+    warmup_steps, ...) for the optimizer's MLPerf keys."""
+
+
+class Optimizer(Protocol):
+  """A per-variable update rule with its slot variables."""
+
+  slots: dict  # name -> slot tf.Variable; checkpointed with the model.
+
+  def build(self, variables: Sequence[tf.Variable]) -> None:
+    """Creates the slots (called under the strategy scope)."""
+
+  def slots_for(self, variables) -> list[tuple]:
+    """Each variable's slots, in a fixed order."""
+
+  def takes_decay(self, variable) -> bool:
+    """Whether weight decay (and layer-wise scaling) applies to `variable`."""
+
+  def update(self, var, grad, slots, lr, step, *, decay: bool) -> list:
+    """Applies one update to one device copy; returns the assign ops."""
+
+  def loss_weight_decay(self) -> float:
+    """An L2 coefficient the runtime adds to the loss (0 if decoupled)."""
+
+  def mlperf_params(self, schedule: LearningRateSchedule) -> dict:
+    """The optimizer's MLPerf hyper-parameter keys."""
 
 
 class Task(Protocol):
@@ -38,23 +119,36 @@ class Task(Protocol):
   mlperf_benchmark: str  # submission_benchmark, e.g. 'resnet'.
   quality_name: str  # Printed with the final quality, e.g. 'top-1 accuracy'.
   eval_sum_names: tuple[str, ...]  # Keys of eval_sums(); 'examples' among them.
-  num_train_examples: int  # One epoch (MLPerf train_samples).
+  # Per-example eval outputs for a host metric, by name with their dtypes
+  # (empty: sums only). Each has a fixed shape with the replica batch first;
+  # 'mask' (1 real, 0 padding) is among them.
+  eval_output_dtypes: Mapping[str, tf.DType]
   samples_per_epoch_num: int  # MLPerf epoch_num unit: an epoch, or 1 (BERT).
   target_quality: float
+  higher_is_better: bool  # False for error rates and losses.
   data: TaskData
 
-  def build_model(self) -> tf.Module:
+  def build_model(self) -> Model:
     """The model; called under the strategy scope."""
 
-  def per_example_loss(self, model, batch) -> tuple[tf.Tensor, dict]:
-    """Per-example training losses and the model's new non-trainable state."""
+  def loss_share(self, model, batch) -> tuple[LossShare, dict]:
+    """This replica's share of the loss (training/losses.py helpers) and the
+    model's new non-trainable state. The runtime sums the shares' gradients
+    over replicas."""
 
   def eval_sums(self, model, batch) -> dict:
     """Metric sums over one replica's batch, including 'examples' (real,
     unpadded examples) by which the runtime checks eval coverage."""
 
-  def quality(self, sums: dict) -> float:
-    """The quality figure from sums reduced over all replicas and steps."""
+  def eval_outputs(self, model, batch) -> dict:
+    """Per-example outputs named in eval_output_dtypes (with 'mask')."""
+
+  def host_metric(self) -> HostMetric | None:
+    """The host-side metric fed with eval_outputs, or None."""
+
+  def quality(self, metrics: dict) -> float:
+    """The quality figure from the eval sums (reduced over all replicas and
+    steps) and the host metric's result, merged in one dict."""
 
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:
@@ -68,13 +162,22 @@ class Task(Protocol):
 
   # Inference (inference/): the model's name in user.conf lines (MLPerf
   # Inference's: resnet50, bert); which serving output answers a query, as
-  # (name, numpy dtype); the serving inputs of an eval batch; the quality of
+  # (name, numpy dtype); which eval fields the quality is judged against;
+  # MLPerf Inference's performance sample count (the samples LoadGen holds
+  # in memory at once); the serving inputs of an eval batch; the quality of
   # the responses (index -> array) against the eval references.
   inference_model: str
   inference_output: tuple[str, str]
+  inference_references: tuple[str, ...]
+  inference_performance_samples: int
 
   def inference_inputs(self, batch: dict) -> dict:
     """Serving-signature inputs from an eval-pipeline batch."""
 
   def inference_quality(self, responses: dict, references: dict) -> float:
     """The task's quality over LoadGen's responses."""
+
+
+def reaches(quality: float, target: float, higher_is_better: bool) -> bool:
+  """Whether `quality` meets `target` in the task's direction."""
+  return quality >= target if higher_is_better else quality <= target

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from input_pipeline.bert import BertPretrainingInput
 from models.bert import Bert
+from models.bert import exclude_from_weight_decay
 from models.bert_task import BertPretrainingTask
 from tools import build_bert_quickstart_data
 from tools import build_vocab
@@ -33,6 +34,7 @@ from tools import create_pretraining_data
 from tools.benchmarks.common import interleaved_medians
 from tools.benchmarks.common import matmul_peak
 from training import optimizers
+from training import schedules
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -56,12 +58,14 @@ def ours(dtype: str, batch: int, steps: int):
       model=lambda: Bert(size='base', vocab_size=VOCAB, compute_dtype=dtype),
       data=data)
   model = task.build_model()
-  opt = optimizers.Lamb(base_learning_rate=1e-4)
-  opt.build(model.trainable_variables, steps_per_epoch=1, total_steps=10**6)
+  opt = optimizers.Lamb(exclude=exclude_from_weight_decay)
+  opt.build(model.trainable_variables)
   step = tf.Variable(0, dtype=tf.int64)
-  loop = step_lib.make_train_loop(strategy=strategy, model=model,
-                                  optimizer=opt, task=task,
-                                  global_batch_size=batch, step=step)
+  loop = step_lib.make_train_loop(
+      strategy=strategy, model=model, optimizer=opt,
+      learning_rate=schedules.WarmupPolynomialDecay(base=1e-4,
+                                                    total_steps=10**6),
+      task=task, step=step)
   iterator = iter(strategy.experimental_distribute_dataset(synthetic(batch)))
   n = tf.constant(steps)
   return (lambda: float(loop(iterator, n))), model

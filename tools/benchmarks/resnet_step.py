@@ -19,10 +19,13 @@ import keras
 import tensorflow as tf
 
 from input_pipeline.imagenet import ImageNetInput
+from models.layers import is_decay_exempt
 from models.resnet import ResNet
 from tools.benchmarks.common import matmul_peak
 from tools.benchmarks.common import interleaved_medians
+from training import losses
 from training import optimizers
+from training import schedules
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -32,25 +35,28 @@ class _Task:
   """The ResNet task's loss on synthetic data, without file inputs."""
   eval_sum_names = ()
 
-  def per_example_loss(self, model, batch):
+  def loss_share(self, model, batch):
     logits, updates = model(batch['image'], training=True)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        batch['label'], logits), updates
+    return losses.share_of_global_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(batch['label'],
+                                                       logits)), updates
 
 
 def ours(dtype: str, batch: int, steps: int):
   """A callable running `steps` steps of our train loop; and its model."""
   strategy = tf.distribute.get_strategy()
   model = ResNet(depth=50, compute_dtype=dtype)
-  opt = optimizers.Lars(base_learning_rate=1.0, warmup_epochs=1)
+  opt = optimizers.Lars(exclude=is_decay_exempt)
   step = tf.Variable(0, dtype=tf.int64)
-  opt.build(model.trainable_variables, steps_per_epoch=10, total_steps=10**6)
+  opt.build(model.trainable_variables)
   data = ImageNetInput(synthetic=True, image_size=224)
   ds = data.train_dataset(tf.distribute.InputContext(), global_batch_size=batch)
   iterator = iter(strategy.experimental_distribute_dataset(ds))
-  loop = step_lib.make_train_loop(strategy=strategy, model=model,
-                                  optimizer=opt, task=_Task(),
-                                  global_batch_size=batch, step=step)
+  loop = step_lib.make_train_loop(
+      strategy=strategy, model=model, optimizer=opt,
+      learning_rate=schedules.PolynomialWarmup(
+          base=1.0, warmup_steps=10, total_steps=10**6),
+      task=_Task(), step=step)
   n = tf.constant(steps)
   return (lambda: float(loop(iterator, n))), model
 

@@ -1,0 +1,206 @@
+"""The Controller and its actions, driven by fakes in milliseconds (as Orbit's
+controller tests drive theirs with a tiny runner)."""
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from training import actions
+from training import controller as controller_lib
+from training import events as ev
+from training import mlperf_log
+
+
+class FakeCheckpointer:
+  def __init__(self, restore_to=None, step=None):
+    self.saved, self.last_saved_step = [], None
+    self.restore_to, self.step = restore_to, step
+
+  def restore_latest(self):
+    if self.restore_to is None:
+      return None
+    self.step.assign(self.restore_to)
+    return f'ckpt-{self.restore_to}'
+
+  def latest(self):
+    return f'ckpt-{self.saved[-1]}' if self.saved else None
+
+  def save(self, step):
+    self.saved.append(step)
+    self.last_saved_step = step
+    return f'ckpt-{step}'
+
+
+class FakeEvaluator:
+  """Quality as a function of the step."""
+
+  def __init__(self, step, quality_at):
+    self.step, self.quality_at = step, quality_at
+    self.compiled = False
+
+  def compile(self):
+    self.compiled = True
+
+  def evaluate(self):
+    step = int(self.step.numpy())
+    return self.quality_at(step), {'examples': 10.0}
+
+
+def make(*, quality_at=lambda s: s / 100, losses=None, restore_to=None,
+         extra_actions=(), higher_is_better=True, target=0.5,
+         stop_at_target=True, **schedule):
+  step = tf.Variable(0, dtype=tf.int64)
+  started_at = []
+
+  def train_loop(iterator, num_steps):
+    del iterator
+    n = int(num_steps)
+    step.assign_add(n)
+    return float('nan') if losses and int(step.numpy()) in losses else 1.0
+
+  schedule = controller_lib.RunSchedule(**{
+      'global_batch_size': 8, 'steps_per_loop': 2, 'eval_every_steps': 4,
+      'train_steps': 20, **schedule})
+  checkpointer = FakeCheckpointer(restore_to, step)
+  seen = []
+  run_actions = [
+      actions.NanGuard(checkpointer),
+      actions.TargetTest(target=target, higher_is_better=higher_is_better,
+                         first_eval_step=schedule.first_eval_step,
+                         stop_at_target=stop_at_target),
+      actions.CheckpointSaver(checkpointer, schedule.checkpoint_every_steps),
+      seen.append, *extra_actions]
+  c = controller_lib.Controller(
+      train_loop=train_loop,
+      make_train_iterator=lambda start: started_at.append(start) or 'it',
+      evaluator=FakeEvaluator(step, quality_at), step=step,
+      schedule=schedule, total_steps=schedule.total_steps(0),
+      steps_per_epoch=4, checkpointer=checkpointer, actions=run_actions,
+      learning_rate=lambda s: 0.1)
+  return c, checkpointer, seen, started_at
+
+
+def test_stops_at_the_first_eval_reaching_the_target_and_saves_there():
+  c, ckpt, seen, _ = make(checkpoint_every_steps=0)
+  result = c.run()
+  # Evals every 4 steps: quality 0.04, 0.08, ... reaches 0.5? never by 20.
+  assert result.status == 'aborted' and result.step == 20
+  c, ckpt, seen, _ = make(quality_at=lambda s: s / 10)
+  result = c.run()
+  assert (result.status, result.step, result.quality) == ('success', 8, 0.8)
+  assert [e[0] for e in result.evals] == [4, 8]
+  assert ckpt.saved == [8]  # The final state, once.
+
+
+def test_lower_is_better_targets():
+  c, _, _, _ = make(quality_at=lambda s: 1.0 - s / 10, target=0.45,
+                    higher_is_better=False)
+  result = c.run()
+  assert (result.status, result.step) == ('success', 8)
+
+
+def test_no_eval_before_first_eval_step_except_at_the_end():
+  c, _, _, _ = make(first_eval_step=10, quality_at=lambda s: 1.0)
+  result = c.run()
+  assert [e[0] for e in result.evals] == [12]
+  c, _, _, _ = make(first_eval_step=30, quality_at=lambda s: 1.0)
+  result = c.run()
+  # The budget's end evaluates, but before the minimum: not a success.
+  assert [e[0] for e in result.evals] == [20]
+  assert result.status == 'aborted'
+
+
+def test_periodic_checkpoints_and_no_duplicate_final_save():
+  c, ckpt, _, _ = make(checkpoint_every_steps=4, quality_at=lambda s: 0.0)
+  c.run()
+  assert ckpt.saved == [4, 8, 12, 16, 20]
+
+
+def test_continuing_past_the_target_keeps_success():
+  c, _, _, _ = make(stop_at_target=False, quality_at=lambda s: s / 10)
+  result = c.run()
+  assert (result.status, result.step) == ('success', 20)
+
+
+def test_nan_loss_aborts_before_saving_and_names_the_last_checkpoint():
+  c, ckpt, seen, _ = make(checkpoint_every_steps=4, losses={10})
+  with pytest.raises(FloatingPointError, match='step 10.*ckpt-8'):
+    c.run()
+  assert ckpt.saved == [4, 8]
+  assert isinstance(seen[-1], ev.RunEnd) and seen[-1].status == 'aborted'
+
+
+def test_resume_restores_then_positions_the_input_at_that_step():
+  c, _, seen, started_at = make(restore_to=12, quality_at=lambda s: 0.0)
+  result = c.run()
+  assert started_at == [12]
+  assert [e[0] for e in result.evals] == [16, 20]
+  assert isinstance(seen[0], ev.InitEnd) and seen[0].step == 12
+
+
+def test_actions_see_the_run_in_order():
+  c, _, seen, _ = make(train_steps=8, quality_at=lambda s: 0.0)
+  c.run()
+  kinds = [type(e).__name__ for e in seen]
+  assert kinds == ['InitEnd', 'RunStart',
+                   'LoopStart', 'LoopEnd', 'LoopStart', 'LoopEnd',
+                   'EvalStart', 'EvalEnd',
+                   'LoopStart', 'LoopEnd', 'LoopStart', 'LoopEnd',
+                   'EvalStart', 'EvalEnd', 'RunEnd']
+  assert [e.next_eval_step for e in seen if isinstance(e, ev.LoopStart)] == [
+      4, 4, 8, 8]
+
+
+def test_a_user_action_can_stop_the_run():
+  stop_at_6 = lambda e: (ev.Decision(stop=True) if isinstance(e, ev.LoopEnd)
+                         and e.step == 6 else None)
+  c, _, _, _ = make(extra_actions=[stop_at_6], quality_at=lambda s: 0.0)
+  assert c.run().step == 6
+
+
+@pytest.mark.parametrize('schedule, message', [
+    (dict(eval_every_steps=5), r'`eval_every_steps` \(5\) must be a multiple '
+     r'of `steps_per_loop` \(2\)'),
+    (dict(checkpoint_every_steps=3), r'`checkpoint_every_steps` \(3\)'),
+    (dict(steps_per_loop=0), '`steps_per_loop` must be positive'),
+])
+def test_schedule_mistakes_are_named(schedule, message):
+  with pytest.raises(ValueError, match=message):
+    make(**schedule)
+
+
+def test_epochs_need_data_that_knows_its_epoch_size():
+  s = controller_lib.RunSchedule(global_batch_size=8, steps_per_loop=1,
+                                 eval_every_steps=1, train_epochs=2.5)
+  assert s.total_steps(steps_per_epoch=10) == 25
+  with pytest.raises(ValueError, match='TRAIN_STEPS'):
+    s.total_steps(steps_per_epoch=0)
+
+
+def test_mlperf_log_follows_the_events(tmp_path):
+  path = tmp_path / 'mlperf.log'
+  log = mlperf_log.MlperfLog(
+      path=str(path), benchmark='resnet', submission=mlperf_log.Submission(),
+      global_batch_size=8, samples_per_epoch_num=32)  # 4 steps an epoch.
+  log.hyperparameters = {'global_batch_size': 8}
+  ev.notify([log], ev.InitStart())
+  c, _, _, _ = make(train_steps=8, quality_at=lambda s: s / 10,
+                    extra_actions=[log])
+  c.run()
+  lines = [json.loads(l.split(':::MLLOG ')[1]) for l in path.read_text(
+  ).splitlines()]
+  keys = [l['key'] for l in lines]
+  assert keys[:6] == ['submission_benchmark', 'submission_org',
+                      'submission_division', 'submission_status',
+                      'submission_platform', 'cache_clear']
+  assert keys[6:] == ['init_start', 'global_batch_size', 'init_stop',
+                      'run_start', 'block_start', 'block_stop', 'eval_start',
+                      'eval_accuracy', 'eval_stop', 'block_start',
+                      'block_stop', 'eval_start', 'eval_accuracy', 'eval_stop',
+                      'run_stop']
+  blocks = [{k: l['metadata'][k] for k in ('first_epoch_num', 'epoch_count')}
+            for l in lines if l['key'] == 'block_start']
+  assert blocks == [{'first_epoch_num': 0.0, 'epoch_count': 1.0},
+                    {'first_epoch_num': 1.0, 'epoch_count': 1.0}]
+  assert lines[-1]['metadata']['status'] == 'success'

@@ -1,0 +1,98 @@
+"""Learning-rate schedules as gin bindings; the Checkpointer on small state."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from training import checkpoints
+from training import optimizers
+from training import schedules
+
+
+def test_warmup_in_epochs_becomes_steps_from_the_data():
+  s = schedules.PolynomialWarmup(base=2.0, warmup_epochs=1.5,
+                                 steps_per_epoch=10, total_steps=100)
+  assert s.warmup_steps == 15 and s.decay_steps == 85
+  with pytest.raises(ValueError, match='warmup_steps'):
+    schedules.PolynomialWarmup(base=2.0, warmup_epochs=1, total_steps=100)
+
+
+def test_inverse_square_root_schedule_values():
+  s = schedules.InverseSquareRoot(base=1.875, warmup_steps=4)
+  steps = np.arange(1, 20)
+  expected = np.where(steps < 4, 1.875 * steps / 4,
+                      1.875 * np.sqrt(4 / steps))
+  np.testing.assert_allclose([float(s(i)) for i in steps], expected,
+                             rtol=1e-6)
+
+
+def test_piecewise_constant_schedule_values():
+  s = schedules.PiecewiseConstant(boundaries_epochs=(1, 2),
+                                  values=(0.1, 0.01, 0.001), total_steps=40,
+                                  steps_per_epoch=10, warmup_epochs=0.5)
+  got = [float(s(i)) for i in (0, 2, 5, 9, 10, 19, 20, 39)]
+  np.testing.assert_allclose(got, [0.0, 0.04, 0.1, 0.1, 0.01, 0.01, 0.001,
+                                   0.001], rtol=1e-6)
+
+
+def test_adam_with_an_inverse_square_root_schedule_is_a_gin_change():
+  # The optimizer's MLPerf keys come from whichever schedule it is given.
+  keys = optimizers.Adam(beta_1=0.88, beta_2=0.92).mlperf_params(
+      schedules.InverseSquareRoot(base=1.875, warmup_steps=831))
+  assert keys['opt_learning_rate_warmup_steps'] == 831
+  assert keys['opt_base_learning_rate'] == 1.875
+  lars = optimizers.Lars(exclude=lambda n: False).mlperf_params(
+      schedules.PiecewiseConstant(boundaries_epochs=(30,), values=(1.0, 0.1),
+                                  total_steps=90, steps_per_epoch=1))
+  assert lars['lars_opt_base_learning_rate'] == 1.0
+
+
+def test_adam_matches_numpy():
+  opt = optimizers.Adam(beta_1=0.9, beta_2=0.99, epsilon=1e-8)
+  v = tf.Variable([1.0, -2.0], name='w')
+  opt.build([v])
+  w, m, s = np.array([1.0, -2.0]), 0.0, 0.0
+  for t, g in enumerate(([0.5, 1.0], [-0.25, 2.0]), start=1):
+    opt.update(v, tf.constant(g), opt.slots_for([v])[0], tf.constant(0.1),
+               tf.constant(t - 1), decay=False)
+    g = np.array(g)
+    m, s = 0.9 * m + 0.1 * g, 0.99 * s + 0.01 * g * g
+    w = w - 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(s / (1 - 0.99**t)) + 1e-8)
+  np.testing.assert_allclose(v.numpy(), w, rtol=1e-6)
+
+
+def test_checkpointer_saves_restores_and_refuses_another_model(tmp_path):
+  a = tf.Variable([1.0, 2.0])
+  step = tf.Variable(0, dtype=tf.int64)
+  saver = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True,
+                                   max_to_keep=2, a=a, step=step)
+  assert saver.restore_latest() is None
+  for s in (2, 4, 6):
+    step.assign(s)
+    a.assign_add([1.0, 1.0])
+    saver.save(s)
+  assert saver.last_saved_step == 6
+  # Rotation keeps the newest two.
+  assert sorted(f for f in os.listdir(tmp_path / 'checkpoints')
+                if f.endswith('.index')) == ['ckpt-4.index', 'ckpt-6.index']
+  b, step_b = tf.Variable([0.0, 0.0]), tf.Variable(0, dtype=tf.int64)
+  again = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True, a=b,
+                                   step=step_b)
+  assert again.restore_latest().endswith('ckpt-6')
+  np.testing.assert_array_equal(b.numpy(), [4.0, 5.0])
+  assert int(step_b.numpy()) == 6
+  other = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True,
+                                   c=tf.Variable(1.0))
+  with pytest.raises(ValueError, match='different model'):
+    other.restore_latest()
+
+
+def test_non_chief_writes_to_scratch_and_removes_it(tmp_path):
+  a = tf.Variable(1.0)
+  saver = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=False,
+                                   worker_id=1, a=a)
+  saver.save(1)
+  assert not os.path.exists(tmp_path / 'checkpoints')
+  assert os.listdir(tmp_path / 'worker_scratch') == []

@@ -1,0 +1,207 @@
+"""The run's actions: plain callables `(event) -> Decision | None`.
+
+The runtime always runs, in this order: the NaN guard, the progress line,
+TensorBoard scalars, the target test, the MLPerf log
+(training/mlperf_log.py) and the periodic checkpoint saver. Users add more
+from gin without touching the Controller:
+
+  train.train.actions = [@training.actions.KeepBestCheckpoint,
+                         @training.actions.ExportSavedModel]
+
+Each entry there is a factory the runtime calls with `context=RunContext(...)`
+(gin supplies the other arguments), so an action can reach the model and the
+run's folder.
+"""
+
+import dataclasses
+import json
+import math
+import os
+
+import tensorflow as tf
+
+from training import checkpoints
+from training import events as ev
+from training import export
+from training.task import reaches
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+  """What a user action may use of the run."""
+  model_dir: str
+  model: object
+  task: object
+  chief: bool
+  worker_id: int
+
+
+def format_eta(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return '?'
+  seconds = int(seconds)
+  return f'{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}'
+
+
+class NanGuard:
+  """Stops the run at a non-finite loss, before anything saves that state."""
+
+  def __init__(self, checkpointer):
+    self.checkpointer = checkpointer
+
+  def __call__(self, event):
+    if isinstance(event, ev.LoopEnd) and not math.isfinite(event.loss):
+      latest = self.checkpointer.latest()
+      raise FloatingPointError(
+          f'The training loss became {event.loss} in the loop ending at step '
+          f'{event.step}. Stopped; the last good checkpoint is kept '
+          f'({latest or "none saved yet"}). Lower the learning rate or '
+          'lengthen the warmup, then rerun to resume from it.')
+
+
+class ProgressLine:
+  """Prints a line per loop (step, loss, lr, throughput, ETA) and per eval."""
+
+  def __init__(self, *, global_batch_size: int, target: float,
+               quality_name: str):
+    self.global_batch_size, self.target = global_batch_size, target
+    self.quality_name = quality_name
+
+  def __call__(self, event):
+    if isinstance(event, ev.LoopEnd):
+      steps_per_second = max(event.examples_per_second /
+                             self.global_batch_size, 1e-9)
+      eta = (event.total_steps - event.step) / steps_per_second
+      print(f'step {event.step}/{event.total_steps}  loss {event.loss:.4f}  '
+            f'lr {event.learning_rate:.5g}  '
+            f'{event.examples_per_second:.1f} examples/s  '
+            f'ETA {format_eta(eta)}', flush=True)
+    elif isinstance(event, ev.EvalEnd):
+      print(f'eval at step {event.step}: quality {event.quality:.4f} '
+            f'(target {self.target})', flush=True)
+    elif isinstance(event, ev.RunEnd):
+      quality = event.quality if event.quality is not None else float('nan')
+      print(f'run {event.status}: {self.quality_name} {quality:.4f} at step '
+            f'{event.step}; time to train {event.time_to_train:.1f} s',
+            flush=True)
+
+
+class Summaries:
+  """TensorBoard scalars: loss, learning rate, throughput; eval quality.
+
+  Writes `<model_dir>/train` and `<model_dir>/eval` on the chief only, and
+  the gin config as text at the start.
+  """
+
+  def __init__(self, *, model_dir: str, chief: bool, config_text: str = ''):
+    if chief:
+      self.train_writer = tf.summary.create_file_writer(
+          os.path.join(model_dir, 'train'))
+      self.eval_writer = tf.summary.create_file_writer(
+          os.path.join(model_dir, 'eval'))
+    else:
+      self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
+    self.config_text = config_text
+
+  def __call__(self, event):
+    if isinstance(event, ev.RunStart) and self.config_text:
+      with self.train_writer.as_default(step=event.step):
+        tf.summary.text('gin/config', '    ' + self.config_text.replace(
+            '\n', '\n    '))
+    elif isinstance(event, ev.LoopEnd):
+      with self.train_writer.as_default(step=event.step):
+        tf.summary.scalar('loss', event.loss)
+        tf.summary.scalar('learning_rate', event.learning_rate)
+        tf.summary.scalar('examples_per_second', event.examples_per_second)
+    elif isinstance(event, ev.EvalEnd):
+      with self.eval_writer.as_default(step=event.step):
+        tf.summary.scalar('quality', event.quality)
+    elif isinstance(event, ev.RunEnd):
+      self.train_writer.flush()
+      self.eval_writer.flush()
+
+
+class TargetTest:
+  """Marks the run a success at the first evaluation reaching the target.
+
+  MLPerf: success also needs the minimum samples (first_eval_step) trained.
+  Stops the run there when stop_at_target.
+  """
+
+  def __init__(self, *, target: float, higher_is_better: bool,
+               first_eval_step: int = 0, stop_at_target: bool = True):
+    self.target, self.higher_is_better = target, higher_is_better
+    self.first_eval_step, self.stop_at_target = first_eval_step, stop_at_target
+
+  def __call__(self, event):
+    if (isinstance(event, ev.EvalEnd) and
+        reaches(event.quality, self.target, self.higher_is_better) and
+        event.step >= self.first_eval_step):
+      return ev.Decision(status='success', stop=self.stop_at_target)
+    return None
+
+
+class CheckpointSaver:
+  """Saves every `every_steps` steps, at the end of a loop (0: never)."""
+
+  def __init__(self, checkpointer, every_steps: int):
+    self.checkpointer, self.every_steps = checkpointer, every_steps
+
+  def __call__(self, event):
+    if (isinstance(event, ev.LoopEnd) and self.every_steps and
+        event.step % self.every_steps == 0):
+      self.checkpointer.save(event.step)
+
+
+class KeepBestCheckpoint:
+  """Keeps the model weights of the best evaluation so far.
+
+  Writes `<model_dir>/best/` (a checkpoint of the model) and
+  `<model_dir>/best/best.json` ({"step", "quality"}), in the task's direction
+  (higher or lower is better). Every worker takes part in the save; only
+  the chief writes into model_dir.
+  """
+
+  def __init__(self, *, context: RunContext, folder: str = 'best'):
+    self.higher_is_better = context.task.higher_is_better
+    self.best = None
+    self.checkpointer = checkpoints.Checkpointer(
+        model_dir=context.model_dir, chief=context.chief,
+        worker_id=context.worker_id, max_to_keep=1, folder=folder,
+        model=context.model)
+    self.chief = context.chief
+    self.record = os.path.join(context.model_dir, folder, 'best.json')
+    if tf.io.gfile.exists(self.record):  # A resumed run keeps its best.
+      with tf.io.gfile.GFile(self.record) as f:
+        self.best = json.load(f)['quality']
+
+  def __call__(self, event):
+    if not isinstance(event, ev.EvalEnd):
+      return
+    better = self.best is None or (
+        event.quality > self.best if self.higher_is_better else
+        event.quality < self.best)
+    if not better:
+      return
+    self.best = event.quality
+    path = self.checkpointer.save(event.step)
+    if self.chief:
+      with tf.io.gfile.GFile(self.record, 'w') as f:
+        json.dump({'step': event.step, 'quality': event.quality,
+                   'checkpoint': path}, f)
+
+
+class ExportSavedModel:
+  """At the end of the run, exports the task's serving signature.
+
+  Writes `<model_dir>/<folder>` on the chief (the same SavedModel
+  tools/export_savedmodel.py writes from a checkpoint).
+  """
+
+  def __init__(self, *, context: RunContext, folder: str = 'export'):
+    self.context, self.folder = context, folder
+
+  def __call__(self, event):
+    if isinstance(event, ev.RunEnd) and self.context.chief:
+      export.save_serving(self.context.model, self.context.task,
+                          os.path.join(self.context.model_dir, self.folder))

@@ -1,0 +1,86 @@
+"""What the Controller tells its actions, and what an action may answer.
+
+An action is a plain callable `(event) -> Decision | None` (Orbit's
+train_actions / eval_actions, widened to the whole run). It looks at the
+events it cares about and ignores the rest. Only a Decision changes the run:
+the target test answers one; raising an exception aborts the run.
+"""
+
+import dataclasses
+from typing import Callable, Iterable
+
+
+@dataclasses.dataclass(frozen=True)
+class InitStart:
+  """Before anything is built (MLPerf init_start)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InitEnd:
+  """Model built, checkpoint restored, loops compiled (MLPerf init_stop)."""
+  step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStart:
+  step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopStart:
+  """A device loop is about to start; the next evaluation is at next_eval_step."""
+  step: int
+  next_eval_step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopEnd:
+  step: int
+  total_steps: int
+  loss: float
+  learning_rate: float
+  examples_per_second: float
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalStart:
+  step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalEnd:
+  step: int
+  quality: float
+  metrics: dict  # The eval sums and the host metric's values.
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEnd:
+  step: int
+  status: str  # 'success' or 'aborted' (MLPerf run_stop statuses).
+  quality: float | None
+  time_to_train: float
+
+
+Event = (InitStart | InitEnd | RunStart | LoopStart | LoopEnd | EvalStart |
+         EvalEnd | RunEnd)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+  """An action's answer: the run's status, and whether to stop now."""
+  status: str | None = None
+  stop: bool = False
+
+
+Action = Callable[[Event], Decision | None]
+
+
+def notify(actions: Iterable[Action], event: Event) -> list[Decision]:
+  """Calls every action with `event`, in order; returns their decisions."""
+  decisions = []
+  for action in actions:
+    decision = action(event)
+    if decision is not None:
+      decisions.append(decision)
+  return decisions

@@ -1,0 +1,87 @@
+"""A replica's share of the loss, and how it is normalised.
+
+The runtime sums every replica's gradients of its share (one all-reduce SUM).
+What a share means is the task's choice, made with one of the helpers:
+
+- `share_of_global_mean`: the loss is a mean over everything all replicas hold
+  (examples for ResNet; later target tokens for the Transformer, matched
+  anchors for SSD). Each replica contributes sum(values x weights) / (the
+  weights summed over all replicas), so the summed gradient is the global
+  mean's gradient whatever the replicas' shares of the weight.
+- `share_of_replica_mean`: each replica's loss is the mean over its own
+  examples (the MLPerf BERT reference's semantics); the share is that mean
+  divided by the replica count, so the summed gradient is the average of the
+  replicas' own-mean gradients.
+
+`replica_factor` turns a share into the replica's own mean loss, which is
+what clipping before the all-reduce clips (MLPerf BERT v0.7 clips per core).
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class LossShare:
+  """A replica's share of the loss.
+
+  Attributes:
+    value: the scalar whose gradients the runtime sums over replicas.
+    replica_factor: value x replica_factor is this replica's own mean loss.
+  """
+  value: tf.Tensor
+  replica_factor: float
+
+  def __add__(self, other: 'LossShare') -> 'LossShare':
+    if other.replica_factor != self.replica_factor:
+      raise ValueError(
+          'Loss shares of different normalisations cannot be added '
+          f'(replica factors {self.replica_factor} and '
+          f'{other.replica_factor}): normalise both terms the same way.')
+    return LossShare(self.value + other.value, self.replica_factor)
+
+
+def _num_replicas() -> int:
+  return tf.distribute.get_replica_context().num_replicas_in_sync
+
+
+def _weighted_sum(values, weights):
+  if weights is None:
+    return tf.reduce_sum(values), tf.cast(tf.size(values), values.dtype)
+  weights = tf.cast(weights, values.dtype)
+  return tf.reduce_sum(values * weights), tf.reduce_sum(weights)
+
+
+def share_of_global_mean(values: tf.Tensor,
+                         weights: tf.Tensor | None = None) -> LossShare:
+  """sum(values x weights) over this replica / the weight of all replicas.
+
+  Args:
+    values: per-example (or per-token) losses of this replica.
+    weights: their weights (0 for padding); None weighs every value 1, and
+      then the global weight is known without a collective.
+  """
+  n = _num_replicas()
+  total, weight = _weighted_sum(values, weights)
+  if weights is None:
+    global_weight = weight * n
+  else:
+    ctx = tf.distribute.get_replica_context()
+    global_weight = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                                   tf.stop_gradient(weight))
+  return LossShare(total / tf.maximum(global_weight, 1e-9), float(n))
+
+
+def share_of_replica_mean(values: tf.Tensor, weights: tf.Tensor | None = None,
+                          epsilon: float = 0.0) -> LossShare:
+  """This replica's (weighted) mean of `values`, divided by the replicas.
+
+  Args:
+    values: per-example (or per-token) losses of this replica.
+    weights: their weights; None weighs every value 1.
+    epsilon: added to the weight sum (the BERT reference adds 1e-5).
+  """
+  n = _num_replicas()
+  total, weight = _weighted_sum(values, weights)
+  return LossShare(total / (weight + epsilon) / n, float(n))
