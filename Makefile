@@ -28,4 +28,7 @@ quickstart: venv data
 test: venv
 	$(PY) -m pytest -q tests
 
-.PHONY: venv data bert_data quickstart bert_quickstart test
+test-fast: venv
+	$(PY) -m pytest -q -m "not slow" tests
+
+.PHONY: venv data bert_data quickstart bert_quickstart test test-fast

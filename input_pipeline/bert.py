@@ -91,22 +91,35 @@ class BertPretrainingInput:
 
   def train_dataset(self, input_context: tf.distribute.InputContext, *,
                     global_batch_size: int, start_step: int = 0):
-    """Per-host training batches, positioned at training step `start_step`."""
+    """Per-host training batches, positioned at training step `start_step`.
+
+    Epoch e's order depends only on (seed, e); a resumed run skips earlier
+    epochs whole (records.epochs), so positioning costs at most one epoch.
+    """
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     if self.synthetic:
       return self._synthetic(batch)
-    files, record_shard = records.host_shard(
-        records.list_files(self.train_files), input_context)
-    ds = records.interleave_files(files, cycle_length=self.cycle_length,
-                                  deterministic=self.deterministic,
-                                  shuffle_seed=self.seed)
-    if record_shard:
-      ds = ds.shard(*record_shard)
     replicas_per_host = (input_context.num_replicas_in_sync //
                          input_context.num_input_pipelines)
-    ds = ds.shuffle(self.shuffle_buffer, seed=self.seed).repeat()
-    ds = ds.skip(start_step * batch * replicas_per_host)
-    ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
+    files = records.list_files(self.train_files)
+
+    def one_epoch(epoch):
+      """Epoch `epoch`: its file order and record order from (seed, epoch)."""
+      mine, record_shard = records.host_shard(files, input_context)
+      seed = records.epoch_seed(self.seed, epoch)
+      ds = records.interleave_files(mine, cycle_length=self.cycle_length,
+                                    deterministic=self.deterministic,
+                                    shuffle_seed=seed)
+      if record_shard:
+        ds = ds.shard(*record_shard)
+      return ds.shuffle(self.shuffle_buffer, seed=seed,
+                        reshuffle_each_iteration=False)
+
+    ds = records.epochs(
+        one_epoch, start_record=start_step * batch * replicas_per_host,
+        count_records=lambda: records.host_record_count(files, input_context))
+    ds = ds.map(lambda epoch, index, raw: self._parse(raw),
+                num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return ds.with_options(self._options(self.deterministic))
 

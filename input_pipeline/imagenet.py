@@ -118,14 +118,13 @@ class ImageNetInput:
     with tf.control_dependencies([check]):
       return parsed[IMAGE_KEY], tf.cast(label, tf.int32)
 
-  def _raw_records(self, input_context, pattern, *, shuffle_files,
+  def _raw_records(self, input_context, pattern, *, shuffle_seed,
                    deterministic):
     files, record_shard = records.host_shard(records.list_files(pattern),
                                              input_context)
     ds = records.interleave_files(
         files, cycle_length=self.interleave_cycle,
-        deterministic=deterministic,
-        shuffle_seed=self.seed if shuffle_files else None)
+        deterministic=deterministic, shuffle_seed=shuffle_seed)
     if record_shard:
       ds = ds.shard(*record_shard)
     return ds
@@ -138,40 +137,56 @@ class ImageNetInput:
                     global_batch_size: int, start_step: int = 0):
     """Per-host training batches, starting at training step `start_step`.
 
-    The stream is a pure function of the seed in deterministic mode, so a run
-    resumed at step s skips exactly the records the first s steps consumed.
+    The stream is a pure function of the seed in deterministic mode: epoch
+    e's order depends only on (seed, e), and each example's crop on (host,
+    e, its place in the epoch). A run resumed at step s skips the earlier
+    epochs whole and reads at most one epoch to reach its position, so it
+    sees exactly what an uninterrupted run would have (when no image is
+    skipped as undecodable) in time that does not grow with s.
     """
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     if self.synthetic:
       return self._synthetic(batch)
     replicas_per_host = (input_context.num_replicas_in_sync //
                          input_context.num_input_pipelines)
-    skip = start_step * batch * replicas_per_host
+    start_record = start_step * batch * replicas_per_host
     image_size = self.image_size
     decoded = self.cache == 'decoded'
 
-    ds = self._raw_records(input_context, self.train_files, shuffle_files=True,
-                           deterministic=self.deterministic)
-    ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
-    if decoded:
-      ds = self._drop_bad(ds.map(
-          lambda img, label: (tf.io.decode_jpeg(img, channels=3), label),
-          num_parallel_calls=tf.data.AUTOTUNE))
+    def parsed(epoch):
+      ds = self._raw_records(input_context, self.train_files,
+                             shuffle_seed=records.epoch_seed(self.seed, epoch),
+                             deterministic=self.deterministic)
+      ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
+      if decoded:
+        ds = self._drop_bad(ds.map(
+            lambda img, label: (tf.io.decode_jpeg(img, channels=3), label),
+            num_parallel_calls=tf.data.AUTOTUNE))
+      return ds
+
     if self.cache != 'none':
-      ds = ds.cache()
-    ds = ds.shuffle(self.shuffle_buffer, seed=self.seed,
-                    reshuffle_each_iteration=True).repeat()
-    # The index keys each example's augmentation seed; it is taken before the
-    # skip so that a resumed run draws the same crops as an uninterrupted one.
-    ds = ds.enumerate().skip(skip)
+      cached = parsed(0).cache()  # Read once; later epochs from memory.
+      epoch_records = lambda epoch: cached
+    else:
+      epoch_records = parsed
+
+    def one_epoch(epoch):
+      return epoch_records(epoch).shuffle(
+          self.shuffle_buffer, seed=records.epoch_seed(self.seed, epoch),
+          reshuffle_each_iteration=False)
+
+    ds = records.epochs(
+        one_epoch, start_record=start_record,
+        count_records=lambda: records.host_record_count(
+            records.list_files(self.train_files), input_context))
 
     # Hosts number their examples alike: the host id keeps their crops apart.
     host_seed = tf.constant(
         self.seed * 100003 + input_context.input_pipeline_id, tf.int64)
 
-    def preprocess(index, example):
+    def preprocess(epoch, index, example):
       image, label = example
-      seed = tf.stack([host_seed, index])
+      seed = tf.stack([host_seed, epoch * 2**32 + index])
       image = image_preprocessing.train_image(
           image, seed, image_size=image_size, flip=self.flip,
           min_object_covered=self.min_object_covered,
@@ -225,7 +240,7 @@ class ImageNetInput:
 
     # Always in file order: inference numbers samples by their position, and
     # an audit compares responses across runs.
-    ds = self._raw_records(input_context, self.eval_files, shuffle_files=False,
+    ds = self._raw_records(input_context, self.eval_files, shuffle_seed=None,
                            deterministic=True)
 
     def preprocess(raw):

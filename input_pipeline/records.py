@@ -44,6 +44,16 @@ def per_host_counts(files: list[str], num_pipelines: int) -> list[int]:
   return [len(range(i, total, num_pipelines)) for i in range(num_pipelines)]
 
 
+def host_record_count(files: list[str],
+                      input_context: tf.distribute.InputContext | None) -> int:
+  """Records this input pipeline reads from `files` under `host_shard`."""
+  mine, record_shard = host_shard(files, input_context)
+  if record_shard is None:
+    return count_records(mine)
+  n, i = record_shard
+  return len(range(i, count_records(mine), n))
+
+
 def count_records(files: list[str]) -> int:
   """Number of records in `files` (reads them once, no parsing)."""
   if not files:
@@ -95,3 +105,37 @@ def interleave_files(files: list[str], *, cycle_length: int,
 def eval_steps(counts: list[int], per_host_batch: int) -> int:
   """Eval steps that let every host cover all of its examples."""
   return max(1, max(math.ceil(c / per_host_batch) for c in counts))
+
+
+def epoch_seed(seed: int, epoch) -> tf.Tensor:
+  """The shuffling seed of one epoch: a function of (seed, epoch) only."""
+  return tf.constant(seed, tf.int64) * 1000003 + tf.cast(epoch, tf.int64)
+
+
+def epochs(one_epoch, *, start_record: int, count_records) -> tf.data.Dataset:
+  """Endless epochs of records, positioned at `start_record`, in time that
+  does not grow with it.
+
+  Args:
+    one_epoch: epoch (int64 tensor) -> the dataset of that epoch's records, in
+      an order that depends only on the epoch (shuffle with `epoch_seed`).
+    start_record: records already consumed (a resumed run's position).
+    count_records: () -> the records in one epoch; called only when
+      start_record > 0. The epochs before the position are skipped whole and
+      at most one epoch is read to reach it.
+
+  Returns:
+    (epoch, index within the epoch, record) elements: the pair keys
+    per-example randomness, so a resumed run draws what an uninterrupted one
+    would.
+  """
+  start_epoch, offset = 0, 0
+  if start_record:
+    size = count_records()
+    if not size:
+      raise ValueError('The training files hold no records for this host.')
+    start_epoch, offset = divmod(start_record, size)
+  ds = tf.data.Dataset.range(start_epoch, 2**62).flat_map(
+      lambda e: one_epoch(e).enumerate().map(
+          lambda i, record: (e, i, record)))
+  return ds.skip(offset)

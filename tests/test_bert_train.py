@@ -9,9 +9,9 @@ import tensorflow as tf
 
 from input_pipeline import bert as bert_input
 from tests import helpers
-from tools import create_pretraining_data
 
 
+@pytest.mark.slow
 def test_two_replica_run_reaches_target_and_passes_the_checker(sums_data,
                                                                tmp_path):
   model_dir = str(tmp_path / 'run')
@@ -74,6 +74,21 @@ def test_resumed_stream_continues_where_the_first_stopped(sums_data):
     np.testing.assert_array_equal(a['input_ids'], b['input_ids'])
 
 
+def test_resumed_stream_two_epochs_later_is_the_uninterrupted_one(sums_data):
+  from input_pipeline import records
+  data = bert_input.BertPretrainingInput(
+      data_dir=sums_data, max_seq_length=32, max_predictions_per_seq=5,
+      deterministic=True)
+  per_epoch = records.count_records(records.list_files(data.train_files))
+  start = 2 * per_epoch // 8 + 3  # In the third epoch, not at its start.
+  ctx = tf.distribute.InputContext()
+  full = list(data.train_dataset(ctx, global_batch_size=8).take(start + 2))
+  resumed = list(data.train_dataset(ctx, global_batch_size=8,
+                                    start_step=start).take(2))
+  for a, b in zip(full[start:], resumed):
+    np.testing.assert_array_equal(a['input_ids'], b['input_ids'])
+
+
 def test_clipping_before_and_after_the_all_reduce(sums_data):
   del sums_data
   from distribution import strategy as strategies
@@ -98,6 +113,7 @@ def test_clipping_before_and_after_the_all_reduce(sums_data):
   np.testing.assert_allclose(run(False, 'bfloat16'), [0.6, 0.8], rtol=1e-2)
 
 
+@pytest.mark.slow
 def test_no_success_before_the_minimum_samples(sums_data, tmp_path):
   # The budget ends (and evaluates) before first_eval_step: however good the
   # accuracy, MLPerf does not count it as reaching the target.
@@ -111,6 +127,7 @@ def test_no_success_before_the_minimum_samples(sums_data, tmp_path):
   assert result.status == 'aborted'
 
 
+@pytest.mark.slow
 def test_create_pretraining_data_command_line(bert_data, tmp_path):
   import subprocess
   folder, _ = bert_data

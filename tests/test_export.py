@@ -11,6 +11,8 @@ from input_pipeline import image_preprocessing
 from tests import helpers
 from tools import export_savedmodel
 
+pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
+
 
 def export(data_dir, model_dir, export_dir, **params):
   bindings = [f'DATA_DIR = {data_dir!r}',

@@ -9,6 +9,8 @@ import pytest
 
 from tests import helpers
 
+pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
+
 needs_namespaces = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which('unshare') or not shutil.which(
         'openssl'),

@@ -78,6 +78,22 @@ def test_deterministic_train_stream_resumes_at_the_same_position(
     np.testing.assert_array_equal(a['image'], b['image'])
 
 
+@pytest.mark.parametrize('cache', ['raw', 'none'])
+def test_resume_two_epochs_later_matches_and_epochs_differ(quickstart_data,
+                                                          cache):
+  # 1437 records, batches of 100: step 31 lies in the third epoch.
+  data = make_input(quickstart_data, cache=cache)
+  full = list(data.train_dataset(context(), global_batch_size=100).take(33))
+  resumed = list(data.train_dataset(context(), global_batch_size=100,
+                                    start_step=31).take(2))
+  for a, b in zip(full[31:], resumed):
+    np.testing.assert_array_equal(a['label'], b['label'])
+    np.testing.assert_array_equal(a['image'], b['image'])
+  # Each epoch has its own order and its own crops.
+  labels = np.concatenate([b['label'].numpy() for b in full])
+  assert not np.array_equal(labels[:1437], labels[1437:2874])
+
+
 def test_one_epoch_of_training_sees_each_example_once(quickstart_data):
   data = make_input(quickstart_data, shuffle_buffer=2000)
   files = records.list_files(data.train_files)

@@ -5,7 +5,6 @@ import os
 import gin
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from inference import backend as backends
 from inference import run as run_lib
@@ -13,6 +12,8 @@ from inference import sample_library
 from inference import settings as settings_lib
 from tests import helpers
 from tools import export_savedmodel
+
+pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
 
 
 @pytest.fixture(scope='module')

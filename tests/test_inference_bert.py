@@ -12,6 +12,8 @@ from inference import sample_library
 from tests import helpers
 from tools import export_savedmodel
 
+pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
+
 GIN_FILE = 'gin/bert_quickstart.gin'
 
 

@@ -1,15 +1,17 @@
 """Runs that need their own processes: the CLI, kill-and-resume, multi-worker."""
 
-import json
 import os
 import signal
 import subprocess
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests import helpers
+
+pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=helpers.ROOT)
 

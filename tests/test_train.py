@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from input_pipeline import imagenet
 from models.resnet import ResNet
 from tests import helpers
+
+pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
 
 
 def test_quickstart_reaches_target_and_its_log_passes_the_checker(
