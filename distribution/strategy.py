@@ -116,7 +116,13 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     gpus = tf.config.list_physical_devices('GPU')
     if gpus:
       return mirrored([d.name for d in tf.config.list_logical_devices('GPU')])
-    if num_cpu_devices:
+    cpus = tf.config.list_physical_devices('CPU')
+    configured = len(tf.config.get_logical_device_configuration(cpus[0]) or
+                     [None])
+    # A process split into enough devices already (a notebook, a test
+    # process) keeps its split and uses the first N: splitting again would
+    # take devices away from strategies built before or after this one.
+    if num_cpu_devices and configured < num_cpu_devices:
       try:
         split_cpu(num_cpu_devices)
       except RuntimeError:

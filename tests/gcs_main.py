@@ -1,6 +1,6 @@
 """Driver for the gs:// test; runs inside tools/gcs_emulator.py.
 
-  python tests/gcs_main.py LOCAL_DATA_DIR
+  python -m tests.gcs_main LOCAL_DATA_DIR
 Uploads the data to gs://test/data, trains with model_dir gs://test/run, runs
 again to resume from the gs:// checkpoint, and prints a JSON report.
 """

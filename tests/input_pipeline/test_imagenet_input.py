@@ -147,8 +147,8 @@ def test_undecodable_image_is_found_and_named(quickstart_data, tmp_path):
       w.write(tf.train.Example(features=tf.train.Features(feature={
           'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(
               value=[b'\xff\xd8 not a jpeg' if i == 1 else open(
-                  os.path.join(os.path.dirname(__file__), 'data',
-                               'tiny.jpg'), 'rb').read()])),
+                  os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                               'data', 'tiny.jpg'), 'rb').read()])),
           'image/class/label': tf.train.Feature(
               int64_list=tf.train.Int64List(value=[1]))})).SerializeToString())
   data = make_input(str(tmp_path))

@@ -21,7 +21,7 @@ needs_namespaces = pytest.mark.skipif(
 def test_training_reads_and_writes_gs_and_resumes_from_it(quickstart_data):
   done = subprocess.run(
       ['unshare', '-mn', helpers.PYTHON, '-m', 'tools.gcs_emulator',
-       '--bucket=test', '--', helpers.PYTHON, 'tests/gcs_main.py',
+       '--bucket=test', '--', helpers.PYTHON, '-m', 'tests.gcs_main',
        quickstart_data],
       capture_output=True, text=True, cwd=helpers.ROOT, timeout=900,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
