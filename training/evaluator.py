@@ -86,8 +86,10 @@ class Evaluator:
       sums = chunk_sums if sums is None else {
           k: sums[k] + chunk_sums[k] for k in sums}
       if self.host_metric is not None and self.chief:
-        self.host_metric.update(outputs_without_padding(
-            {k: v.numpy() for k, v in outputs.items()}))
+        real = outputs_without_padding({k: v.numpy()
+                                        for k, v in outputs.items()})
+        if any(len(v) for v in real.values()):  # Skip all-padding chunks.
+          self.host_metric.update(real)
       done += n
     metrics = dict(sums)
     seen = int(metrics['examples'])

@@ -145,22 +145,13 @@ class SgdMomentum(_Optimizer):
     return self.weight_decay
 
 
-def _adam_moments(opt, grad, m, v, step):
-  """Adam's new moments and bias-corrected direction (t = step + 1)."""
-  t = tf.cast(step, tf.float32) + 1.0
-  next_m = opt.beta_1 * m + (1.0 - opt.beta_1) * grad
-  next_v = opt.beta_2 * v + (1.0 - opt.beta_2) * tf.square(grad)
-  m_hat = next_m / (1.0 - opt.beta_1**t)
-  v_hat = next_v / (1.0 - opt.beta_2**t)
-  return next_m, next_v, m_hat / (tf.sqrt(v_hat) + opt.epsilon)
-
-
 class Adam(_Optimizer):
   """Adam with bias correction and optional decoupled weight decay (AdamW).
 
+  With t the number of this update (1 for the first):
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-    w = w - lr * ((m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)
-                  [+ wd * w])
+    u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon) [+ wd * w]
+    w = w - lr * u
   """
 
   slot_names = ('adam_m', 'adam_v')
@@ -171,11 +162,23 @@ class Adam(_Optimizer):
     super().__init__(weight_decay=weight_decay, exclude=exclude)
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
 
-  def update(self, var, grad, slots, lr, step, *, decay: bool):
+  def direction(self, var, grad, slots, step, *, decay: bool):
+    """The new moments and the update direction u above."""
     m, v = slots
-    next_m, next_v, update = _adam_moments(self, grad, m, v, step)
+    t = tf.cast(step, tf.float32) + 1.0
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+    m_hat = next_m / (1.0 - self.beta_1**t)
+    v_hat = next_v / (1.0 - self.beta_2**t)
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
     if decay and self.weight_decay:
       update += self.weight_decay * var
+    return next_m, next_v, update
+
+  def update(self, var, grad, slots, lr, step, *, decay: bool):
+    next_m, next_v, update = self.direction(var, grad, slots, step,
+                                            decay=decay)
+    m, v = slots
     return [m.assign(next_m), v.assign(next_v), var.assign_sub(lr * update)]
 
   def mlperf_params(self, schedule) -> dict:
@@ -187,12 +190,10 @@ class Adam(_Optimizer):
             'opt_adam_epsilon': self.epsilon}
 
 
-class Lamb(_Optimizer):
+class Lamb(Adam):
   """LAMB as the MLPerf BERT reference defines it (You et al. 2019).
 
-  With t the number of this update (1 for the first):
-    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-    u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon) [+ wd * w]
+  Adam's direction u (with decoupled weight decay), scaled per variable:
     ratio = |w| / |u|  (1 if |w| or |u| is 0);  w = w - lr * ratio * u
   Weight decay skips LayerNorm and biases (the exclusion rule). Its schedule
   is WarmupPolynomialDecay. The reference counts t from the global step before
@@ -200,21 +201,18 @@ class Lamb(_Optimizer):
   step is pre-incremented; here t is always the update's own count.
   """
 
-  slot_names = ('adam_m', 'adam_v')
-
   def __init__(self, *, exclude, beta_1: float = 0.9, beta_2: float = 0.999,
                epsilon: float = 1e-6, weight_decay: float = 0.01):
-    super().__init__(weight_decay=weight_decay, exclude=exclude)
-    self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+    super().__init__(exclude=exclude, beta_1=beta_1, beta_2=beta_2,
+                     epsilon=epsilon, weight_decay=weight_decay)
 
   def update(self, var, grad, slots, lr, step, *, decay: bool):
-    m, v = slots
-    next_m, next_v, update = _adam_moments(self, grad, m, v, step)
-    if decay and self.weight_decay:
-      update += self.weight_decay * var
+    next_m, next_v, update = self.direction(var, grad, slots, step,
+                                            decay=decay)
     w_norm, u_norm = tf.norm(var), tf.norm(update)
     ratio = tf.where(w_norm > 0,
                      tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
+    m, v = slots
     return [m.assign(next_m), v.assign(next_v),
             var.assign_sub(lr * ratio * update)]
 
