@@ -31,7 +31,8 @@ def test_common_overrides_are_macros_on_every_experiment(experiment):
   gin.clear_config()
   try:
     gin_setup.parse([experiment], bindings)
-    schedule = gin.query_parameter('train.train.schedule').scoped_configurable_fn()
+    schedule = gin.query_parameter(
+        'train.train.schedule').scoped_configurable_fn()
     assert (schedule.train_steps, schedule.global_batch_size,
             schedule.steps_per_loop, schedule.eval_every_steps,
             schedule.checkpoint_every_steps, schedule.stop_at_target) == (
