@@ -24,8 +24,9 @@ SIZES = {  # (layers, hidden, heads, intermediate)
 
 
 def exclude_from_weight_decay(name: str) -> bool:
-  """The reference's rule: no weight decay on LayerNorm and any bias."""
-  return 'LayerNorm' in name or 'bias' in name
+  """The reference's rule: no weight decay on LayerNorm and any bias
+  (Google's v0.7 patterns: "LayerNorm", "layer_norm", "bias")."""
+  return 'LayerNorm' in name or 'layer_norm' in name or 'bias' in name
 
 
 def gelu(x):
@@ -66,7 +67,8 @@ class Bert(tf.Module):
                num_layers: int = 0, hidden_size: int = 0, num_heads: int = 0,
                intermediate_size: int = 0, dropout_rate: float = 0.1,
                initializer_range: float = 0.02,
-               compute_dtype: str = 'float32', seed: int = 0):
+               compute_dtype: str = 'float32', float32_heads: bool = True,
+               seed: int = 0):
     """Args:
       size: 'tiny', 'mini', 'small', 'base' or 'large' (BERT-large: 24 x 1024,
         16 heads, intermediate 4096).
@@ -78,6 +80,11 @@ class Bert(tf.Module):
       dropout_rate: hidden and attention dropout in training.
       initializer_range: stddev of the truncated-normal initialisers.
       compute_dtype: 'float32' or 'bfloat16'.
+      float32_heads: run the masked-LM head (transform, GELU, LayerNorm, the
+        tied projection) on a float32 copy of the sequence output, as
+        Google's v0.7 run_pretraining.py does (`tf.cast(model.
+        get_sequence_output(), tf.float32)`); False runs it in compute_dtype
+        (cheaper, rounds the logits to bfloat16).
       seed: initialisation seed.
     """
     super().__init__(name='bert')
@@ -96,6 +103,7 @@ class Bert(tf.Module):
     self.max_position_embeddings = max_position_embeddings
     self.dropout_rate = dropout_rate
     self.dtype = layers.compute_dtype(compute_dtype)
+    self.head_dtype = tf.float32 if float32_heads else self.dtype
     self._seed, self._counter, self._range = seed, 0, initializer_range
     self.params = {}
     self.state = {}  # No non-trainable state: the runtime's contract.
@@ -208,15 +216,17 @@ class Bert(tf.Module):
     sequence, pooled = self.encode(batch['input_ids'], batch['input_mask'],
                                    batch['segment_ids'], training=training)
     w = self.params
-    picked = tf.gather(sequence, batch['masked_lm_positions'], batch_dims=1)
+    dtype = self.head_dtype
+    picked = tf.cast(tf.gather(sequence, batch['masked_lm_positions'],
+                               batch_dims=1), dtype)
     t = gelu(project(picked,
                      tf.cast(w['cls/predictions/transform/dense/kernel'],
-                             self.dtype),
+                             dtype),
                      w['cls/predictions/transform/dense/bias']))
     t = layer_norm(t, w['cls/predictions/transform/LayerNorm/gamma'],
                    w['cls/predictions/transform/LayerNorm/beta'])
     # The output projection is tied to the word embeddings.
-    mlm = project(t, tf.cast(w['bert/embeddings/word_embeddings'], self.dtype),
+    mlm = project(t, tf.cast(w['bert/embeddings/word_embeddings'], dtype),
                   transpose_kernel=True)
     mlm = tf.cast(mlm, tf.float32) + w['cls/predictions/output_bias']
     nsp = tf.matmul(tf.cast(pooled, tf.float32),

@@ -1,8 +1,9 @@
 """The BERT pretraining task: masked LM + next-sentence prediction.
 
 Loss as the reference computes it on each replica: the masked-LM loss averaged
-over that replica's prediction weights, plus the mean NSP loss (a share of
-the replica's own mean, training/losses.py). Quality is
+over that replica's prediction weights, plus the mean NSP loss. By default
+the optimizer receives the sum of the replicas' gradients of that loss, as
+Google's v0.7 TPU code does (training/losses.py `replica_mean_summed`). Quality is
 MLPerf's: masked-LM accuracy = sum(correct x weight) / sum(weight) over all
 replicas and the first num_eval_samples eval samples.
 """
@@ -30,7 +31,8 @@ class BertPretrainingTask:
 
   def __init__(self, *, model: Callable[[], Bert], data: BertPretrainingInput,
                init_checkpoint: str = '', vocab_file: str = '',
-               target_accuracy: float = 0.712):
+               target_accuracy: float = 0.712,
+               sum_replica_gradients: bool = True):
     """Args:
       model: builds the Bert (gin: `@models.bert.Bert`, no call).
       data: the input pipeline.
@@ -38,11 +40,17 @@ class BertPretrainingTask:
       vocab_file: if set, the model's vocab_size is this file's line count.
       target_accuracy: masked-LM accuracy that ends the run (0.712 in v0.7,
         0.720 from v1.0).
+      sum_replica_gradients: LAMB receives the sum of the replicas' own-mean
+        gradients (Google's v0.7: `tf.tpu.cross_replica_sum`, no division);
+        False gives their average (this suite before 2026-11-30; epsilon then
+        weighs num_replicas times more).
     """
     self._build_model = model
     self.data = data
     self.init_checkpoint, self.vocab_file = init_checkpoint, vocab_file
     self.target_quality = target_accuracy
+    self._share = (losses.replica_mean_summed if sum_replica_gradients else
+                   losses.share_of_replica_mean)
 
   def build_model(self) -> Bert:
     if self.vocab_file:
@@ -67,8 +75,7 @@ class BertPretrainingTask:
     nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(
         batch['next_sentence_labels'][:, 0], nsp_logits)
     # The reference: sum(loss x weight) / (sum(weight) + 1e-5) per replica.
-    return (losses.share_of_replica_mean(mlm, weights, epsilon=1e-5) +
-            losses.share_of_replica_mean(nsp)), {}
+    return self._share(mlm, weights, epsilon=1e-5) + self._share(nsp), {}
 
   def eval_sums(self, model, batch) -> dict:
     mlm_logits, _ = model(batch, training=False)

@@ -195,24 +195,33 @@ class Lamb(Adam):
 
   Adam's direction u (with decoupled weight decay), scaled per variable:
     ratio = |w| / |u|  (1 if |w| or |u| is 0);  w = w - lr * ratio * u
-  Weight decay skips LayerNorm and biases (the exclusion rule). Its schedule
+  Weight decay skips LayerNorm and biases (the exclusion rule), and so does
+  the layer adaptation by default: those variables take ratio 1, as Google's
+  v0.7 lamb_optimizer.py sets exclude_from_layer_adaptation to the weight
+  decay exclusions. `adapt_excluded=True` gives them the ratio too (the JAX
+  v0.7 submission's LAMB). Its schedule
   is WarmupPolynomialDecay. The reference counts t from the global step before
   the increment, which makes its first correction divide by zero unless the
   step is pre-incremented; here t is always the update's own count.
   """
 
   def __init__(self, *, exclude, beta_1: float = 0.9, beta_2: float = 0.999,
-               epsilon: float = 1e-6, weight_decay: float = 0.01):
+               epsilon: float = 1e-6, weight_decay: float = 0.01,
+               adapt_excluded: bool = False):
     super().__init__(exclude=exclude, beta_1=beta_1, beta_2=beta_2,
                      epsilon=epsilon, weight_decay=weight_decay)
+    self.adapt_excluded = adapt_excluded
 
   def update(self, var, grad, slots, lr, step, *, decay: bool):
     next_m, next_v, update = self.direction(var, grad, slots, step,
                                             decay=decay)
+    m, v = slots
+    if not (decay or self.adapt_excluded):
+      return [m.assign(next_m), v.assign(next_v),
+              var.assign_sub(lr * update)]
     w_norm, u_norm = tf.norm(var), tf.norm(update)
     ratio = tf.where(w_norm > 0,
                      tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
-    m, v = slots
     return [m.assign(next_m), v.assign(next_v),
             var.assign_sub(lr * ratio * update)]
 

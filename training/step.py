@@ -76,9 +76,9 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                     gradients: GradientOptions = GradientOptions()):
   """Returns train_loop(iterator, num_steps) -> mean loss over the steps.
 
-  The loss reported is the replicas' shares summed: the global mean for
-  `share_of_global_mean`, the mean of replica means for
-  `share_of_replica_mean`.
+  The loss reported is the replicas' own mean losses averaged (share x
+  replica_factor, averaged): the global mean for `share_of_global_mean`,
+  the mean of replica means for the other two normalisations.
   """
   variables = list(model.trainable_variables)
   slots = optimizer.slots_for(variables)
@@ -112,7 +112,7 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)
     ctx.merge_call(apply_updates, args=(grads, state_values))
-    return share.value
+    return share.value * share.replica_factor / ctx.num_replicas_in_sync
 
   @tf.function
   def train_loop(iterator, num_steps):

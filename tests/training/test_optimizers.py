@@ -123,19 +123,24 @@ def test_l2_term_follows_the_optimizers_exclusion_rule():
   assert float(step_lib.l2_loss([kernel, gamma], decays)) == 3.5
 
 
-def numpy_lamb(w, m, v, g, lr, t, *, b1, b2, eps, wd, decay):
+def numpy_lamb(w, m, v, g, lr, t, *, b1, b2, eps, wd, decay, adapt=None):
+  """Google's v0.7 lamb_optimizer.py: variables excluded from weight decay
+  are excluded from the layer adaptation too (ratio 1) unless `adapt`."""
   m = b1 * m + (1 - b1) * g
   v = b2 * v + (1 - b2) * g * g
   u = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
   if decay:
     u = u + wd * w
-  wn, un = np.linalg.norm(w), np.linalg.norm(u)
-  ratio = wn / un if wn > 0 and un > 0 else 1.0
+  ratio = 1.0
+  if decay if adapt is None else adapt:
+    wn, un = np.linalg.norm(w), np.linalg.norm(u)
+    ratio = wn / un if wn > 0 and un > 0 else 1.0
   return w - lr * ratio * u, m, v
 
 
-def test_lamb_matches_numpy_reference_with_layernorm_excluded():
-  opt = optimizers.Lamb(beta_1=0.88, beta_2=0.88,
+@pytest.mark.parametrize('adapt_excluded', [False, True])
+def test_lamb_matches_numpy_reference_with_layernorm_excluded(adapt_excluded):
+  opt = optimizers.Lamb(beta_1=0.88, beta_2=0.88, adapt_excluded=adapt_excluded,
                         epsilon=1e-6, weight_decay=0.0166629,
                         exclude=lambda n: 'LayerNorm' in n or n.endswith(
                             'bias:0'))
@@ -151,7 +156,7 @@ def test_lamb_matches_numpy_reference_with_layernorm_excluded():
     for t, (grads, lr) in enumerate(zip(grads_seq, lrs), start=1):
       w, m, v = numpy_lamb(w, m, v, grads[i].astype(np.float64), lr, t,
                            b1=0.88, b2=0.88, eps=1e-6, wd=0.0166629,
-                           decay=i == 0)
+                           decay=i == 0, adapt=True if adapt_excluded else None)
     np.testing.assert_allclose(final[i], w, rtol=1e-5, atol=1e-7,
                                err_msg=name)
 
