@@ -97,8 +97,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
   mlperf = mlperf_log.MlperfLog(
       path=os.path.join(model_dir, 'mlperf.log') if chief else None,
       benchmark=task.mlperf_benchmark, submission=submission,
-      global_batch_size=schedule.global_batch_size,
-      samples_per_epoch_num=task.samples_per_epoch_num)
+      epoch_num=lambda step: task.mlperf_epoch_num(
+          step, schedule.global_batch_size))
   events.notify([mlperf], events.InitStart())
   try:
     return _train(task=task, optimizer=optimizer, learning_rate=learning_rate,
@@ -154,7 +154,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   mlperf.hyperparameters = mlperf_log.hyperparameters(
       task=task, optimizer=optimizer, learning_rate=lr,
       global_batch_size=schedule.global_batch_size, num_replicas=replicas,
-      num_eval_examples=num_eval_examples)
+      num_eval_examples=num_eval_examples, total_steps=total_steps)
   evaluator = evaluator_lib.Evaluator(
       strategy=dist,
       eval_loop=step_lib.make_eval_loop(strategy=dist, model=model, task=task),

@@ -25,7 +25,21 @@ def normalize(image: tf.Tensor) -> tf.Tensor:
   return (image - tf.constant(MEAN_RGB)) / tf.constant(STDDEV_RGB)
 
 
-def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
+RESIZE_METHODS = ('bilinear', 'bicubic')
+
+
+def _resize(image: tf.Tensor, image_size: int, method: str) -> tf.Tensor:
+  """Resizes one HxWx3 image to image_size x image_size, float32.
+
+  'bilinear': TF2's `tf.image.resize` (half-pixel centres, no antialias), as
+  this suite has always resized. 'bicubic': exactly Google's v0.7 call,
+  TF1's `tf.image.resize_bicubic` with its defaults (no half-pixel centres,
+  corners not aligned; imagenet_input.py, training and eval).
+  """
+  if method == 'bicubic':
+    return tf.raw_ops.ResizeBicubic(
+        images=image[None], size=[image_size, image_size],
+        align_corners=False, half_pixel_centers=False)[0]
   return tf.image.resize(image, [image_size, image_size],
                          method=tf.image.ResizeMethod.BILINEAR,
                          antialias=False)
@@ -46,8 +60,8 @@ def _distorted_box(shape, seed, *, min_object_covered, area_range,
 def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
                 flip: bool = True, min_object_covered: float = 0.1,
                 area_range=(0.08, 1.0), aspect_ratio_range=(0.75, 1.33),
-                max_attempts: int = 10,
-                decoded: bool = False) -> tf.Tensor:
+                max_attempts: int = 10, decoded: bool = False,
+                resize: str = 'bilinear') -> tf.Tensor:
   """Random-crop, flip and resize one training image.
 
   Args:
@@ -60,6 +74,9 @@ def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
     aspect_ratio_range: crop aspect ratio range.
     max_attempts: attempts before falling back to the whole image.
     decoded: the input is already decoded (decoded-image cache).
+    resize: 'bilinear' or 'bicubic' (see _resize). With 'bicubic' the flip
+      follows the resize, as in Google's code: its resize is not symmetric
+      under a flip.
 
   Returns:
     float32 [image_size, image_size, 3] pixel values in [0, 255].
@@ -80,14 +97,20 @@ def train_image(image_bytes: tf.Tensor, seed: tf.Tensor, *, image_size: int,
     # One op decodes only the crop window: the fused path the TPU reference
     # uses, which skips most of the IDCT work for small crops.
     image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
+  if resize == 'bicubic':
+    image = _resize(image, image_size, resize)
+    if flip:
+      image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+    return image
   if flip:
     # On the uint8 crop: a quarter of the bytes of the resized float image.
     image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-  return _resize(image, image_size)
+  return _resize(image, image_size, resize)
 
 
 def eval_image(image_bytes: tf.Tensor, *, image_size: int,
-               crop_fraction: float = EVAL_CROP_FRACTION) -> tf.Tensor:
+               crop_fraction: float = EVAL_CROP_FRACTION,
+               resize: str = 'bilinear') -> tf.Tensor:
   """Central crop of `crop_fraction` of the shorter side, resized; [0, 255]."""
   shape = tf.image.extract_jpeg_shape(image_bytes)
   height, width = shape[0], shape[1]
@@ -97,4 +120,4 @@ def eval_image(image_bytes: tf.Tensor, *, image_size: int,
   offset_x = (width - crop + 1) // 2
   window = tf.stack([offset_y, offset_x, crop, crop])
   image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
-  return _resize(image, image_size)
+  return _resize(image, image_size, resize)

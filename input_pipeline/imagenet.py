@@ -38,7 +38,7 @@ class ImageNetInput:
                min_object_covered: float = 0.1,
                area_range: tuple[float, float] = (0.08, 1.0),
                on_bad_image: str = 'fail', synthetic: bool = False,
-               threads: int = 0):
+               threads: int = 0, resize: str = 'bilinear'):
     """Args:
       data_dir: folder (local or gs://) holding the TFRecords.
       train_pattern: glob of the training files inside data_dir.
@@ -61,9 +61,15 @@ class ImageNetInput:
       on_bad_image: 'fail' (stop naming the record) or 'skip' (drop and count).
       synthetic: random tensors instead of files, for throughput runs.
       threads: private tf.data thread pool size (0: TensorFlow's default).
+      resize: 'bilinear' (TF2 resize; the MLPerf reference's kernel) or
+        'bicubic' (Google's v0.7 TPU code: TF1 resize_bicubic, for training
+        and eval; the pod configs' default).
     """
     if cache not in CACHE_MODES:
       raise ValueError(f'`cache` must be one of {CACHE_MODES}, got {cache!r}.')
+    if resize not in image_preprocessing.RESIZE_METHODS:
+      raise ValueError(f'`resize` must be one of '
+                       f'{image_preprocessing.RESIZE_METHODS}, got {resize!r}.')
     if on_bad_image not in BAD_IMAGE_POLICIES:
       raise ValueError(f'`on_bad_image` must be one of {BAD_IMAGE_POLICIES}, '
                        f'got {on_bad_image!r}.')
@@ -78,6 +84,7 @@ class ImageNetInput:
     self.min_object_covered, self.area_range = min_object_covered, area_range
     self.on_bad_image, self.synthetic, self.threads = (on_bad_image, synthetic,
                                                        threads)
+    self.resize = resize
     self._eval_counts = {}
 
   # -- Checks run before any compute ---------------------------------------
@@ -190,7 +197,7 @@ class ImageNetInput:
       image = image_preprocessing.train_image(
           image, seed, image_size=image_size, flip=self.flip,
           min_object_covered=self.min_object_covered,
-          area_range=self.area_range, decoded=decoded)
+          area_range=self.area_range, decoded=decoded, resize=self.resize)
       return {'image': image, 'label': label}
 
     ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE,
@@ -246,7 +253,8 @@ class ImageNetInput:
     def preprocess(raw):
       image_bytes, label = self._parse(raw)
       image = image_preprocessing.eval_image(image_bytes,
-                                             image_size=image_size)
+                                             image_size=image_size,
+                                             resize=self.resize)
       return {'image': image, 'label': label, 'mask': tf.constant(1.0)}
 
     ds = self._drop_bad(ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE,

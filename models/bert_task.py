@@ -26,13 +26,13 @@ class BertPretrainingTask:
   quality_name = 'masked-LM accuracy'
   eval_sum_names = ('correct', 'weight', 'examples')
   eval_output_dtypes = {}  # Masked-LM accuracy is a ratio of sums.
-  samples_per_epoch_num = 1  # MLPerf BERT logs epoch_num in samples.
   higher_is_better = True
 
   def __init__(self, *, model: Callable[[], Bert], data: BertPretrainingInput,
                init_checkpoint: str = '', vocab_file: str = '',
                target_accuracy: float = 0.712,
-               sum_replica_gradients: bool = True):
+               sum_replica_gradients: bool = True,
+               epoch_num_unit: str = 'samples'):
     """Args:
       model: builds the Bert (gin: `@models.bert.Bert`, no call).
       data: the input pipeline.
@@ -44,7 +44,13 @@ class BertPretrainingTask:
         gradients (Google's v0.7: `tf.tpu.cross_replica_sum`, no division);
         False gives their average (this suite before 2026-11-30; epsilon then
         weighs num_replicas times more).
+      epoch_num_unit: what MLPerf's epoch_num counts: 'steps' (ruleset
+        0.7.0, as Google's v0.7 logs do) or 'samples' (later rulesets).
     """
+    if epoch_num_unit not in ('steps', 'samples'):
+      raise ValueError("`epoch_num_unit` must be 'steps' or 'samples', got "
+                       f'{epoch_num_unit!r}.')
+    self.epoch_num_unit = epoch_num_unit
     self._build_model = model
     self.data = data
     self.init_checkpoint, self.vocab_file = init_checkpoint, vocab_file
@@ -141,7 +147,11 @@ class BertPretrainingTask:
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:
     del per_replica_batch_size, num_replicas
-    return {'max_sequence_length': self.data.max_seq_length}
+    return {'max_sequence_length': self.data.max_seq_length,
+            'max_predictions_per_seq': self.data.max_predictions_per_seq}
+
+  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> int:
+    return step if self.epoch_num_unit == 'steps' else step * global_batch_size
 
   def explain_input_error(self, error: Exception) -> str | None:
     del error  # Bad records fail in check() or name their feature themselves.

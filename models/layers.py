@@ -18,10 +18,16 @@ def compute_dtype(name: str) -> tf.DType:
   return DTYPES[name]
 
 
-def he_normal(shape, seed, fan_in: int) -> tf.Tensor:
-  """Truncated normal with variance 2 / fan_in (He et al.), stateless."""
+def variance_scaling(shape, seed, fan_in: int,
+                     scale: float = 1.0) -> tf.Tensor:
+  """Truncated normal with variance scale / fan_in, stateless.
+
+  scale 1.0 is TF1's `tf.variance_scaling_initializer()` with its defaults
+  (fan_in, truncated normal), what Google's v0.7 ResNet uses; 2.0 is He et
+  al.'s.
+  """
   # 0.8796 is the stddev of a unit normal truncated at two sigma.
-  stddev = math.sqrt(2.0 / fan_in) / 0.87962566
+  stddev = math.sqrt(scale / fan_in) / 0.87962566
   return tf.random.stateless_truncated_normal(shape, seed=seed, stddev=stddev)
 
 

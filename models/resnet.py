@@ -26,7 +26,7 @@ class ResNet(tf.Module):
                num_classes: int = 1000, zero_init_last_bn_gamma: bool = True,
                bn_momentum: float = 0.9, bn_epsilon: float = 1e-5,
                bn_group_size: int = 0, compute_dtype: str = 'float32',
-               seed: int = 0):
+               kernel_init_scale: float = 1.0, seed: int = 0):
     """Args:
       depth: 18, 34, 50 or 101.
       width_multiplier: scales every layer's channel count.
@@ -37,6 +37,11 @@ class ResNet(tf.Module):
       bn_group_size: replicas whose batch-norm statistics are combined
         (0: all replicas; 1: per replica).
       compute_dtype: 'float32' or 'bfloat16'.
+      kernel_init_scale: convolution kernels start with variance
+        kernel_init_scale / fan_in: 1.0 as Google's v0.7 code
+        (`tf.variance_scaling_initializer()`), 2.0 for He et al.'s. Batch
+        norm hides the scale in the forward pass, not in LARS's trust ratio,
+        whose weight-decay term grows with |w|^2.
       seed: initialisation seed.
     """
     super().__init__(name='resnet')
@@ -49,6 +54,7 @@ class ResNet(tf.Module):
     self.bn_sync = layers.BatchNormSync(bn_group_size)
     self.bottleneck = depth in BOTTLENECK_DEPTHS
     self._seed = seed
+    self._init_scale = kernel_init_scale
     self._counter = 0
     self.params = {}
     self.state = {}
@@ -94,7 +100,8 @@ class ResNet(tf.Module):
   def _conv(self, name, k, cin, cout):
     self.params[f'{name}/kernel'] = self._var(
         f'{name}/kernel',
-        layers.he_normal([k, k, cin, cout], self._next_seed(), k * k * cin))
+        layers.variance_scaling([k, k, cin, cout], self._next_seed(),
+                                k * k * cin, self._init_scale))
 
   def _bn(self, name, c, zero_gamma=False):
     gamma = tf.zeros([c]) if zero_gamma else tf.ones([c])

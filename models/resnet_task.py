@@ -4,6 +4,7 @@ The runtime (training/) calls only the methods here; it knows nothing about
 images or ResNet.
 """
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -29,16 +30,20 @@ class ResNetTask:
 
   def __init__(self, *, model: Callable[[], ResNet], data: ImageNetInput,
                label_smoothing: float = 0.1,
-               target_accuracy: float = 0.759):
+               target_accuracy: float = 0.759,
+               whole_epoch_nums: bool = False):
     """Args:
       model: builds the ResNet (gin: `@models.resnet.ResNet`, no call).
       data: the input pipeline (it knows the epoch size).
       label_smoothing: label smoothing of the cross-entropy.
       target_accuracy: top-1 accuracy that ends the run (MLPerf: 0.759).
+      whole_epoch_nums: log epoch_num as whole epochs, floor(step /
+        steps_per_epoch), as Google's v0.7 resnet_main.py does
+        (`cur_step // steps_per_epoch`); else the exact fraction (4 places).
     """
     self._build_model = model
     self.data = data
-    self.samples_per_epoch_num = data.num_train_examples  # epoch_num: epochs.
+    self.whole_epoch_nums = whole_epoch_nums
     self.label_smoothing = label_smoothing
     self.target_quality = target_accuracy
     self._bn_group_size = None
@@ -123,6 +128,11 @@ class ResNetTask:
   @staticmethod
   def quality(metrics: dict) -> float:
     return float(metrics['correct']) / max(float(metrics['examples']), 1.0)
+
+  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
+    epochs = step * global_batch_size / self.data.num_train_examples
+    return float(math.floor(epochs)) if self.whole_epoch_nums else round(
+        epochs, 4)
 
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:

@@ -106,27 +106,33 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
-def run_two_workers(data_dir: str, model_dir: str, out_dir,
-                    gin_file: str = 'gin/resnet_quickstart.gin') -> None:
-  """Two MultiWorkerMirroredStrategy processes on 127.0.0.1 (tests/
-  multi_worker_main.py); each saves its results to out_dir/w<i>.npz."""
+def run_worker_processes(module_and_args: list[str], out_dir) -> None:
+  """`python -m MODULE ARGS... <out_dir>/w<i>.npz` as 2 MultiWorkerMirrored
+  workers on 127.0.0.1 (run as modules: run as a script, tests/ would come
+  first on the path and tests/training would shadow the training package)."""
   workers = [f'127.0.0.1:{free_port()}' for _ in range(2)]
+  module, *args = module_and_args
   procs = []
   for i in range(2):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT,
                TF_CONFIG=json.dumps({'cluster': {'worker': workers},
                                      'task': {'type': 'worker', 'index': i}}))
     procs.append(subprocess.Popen(
-        # As a module: run as a script, tests/ would come first on the path
-        # and tests/training would shadow the training package.
-        [PYTHON, '-m', 'tests.multi_worker_main', data_dir, model_dir,
-         os.path.join(str(out_dir), f'w{i}.npz'),
-         gin_file],
+        [PYTHON, '-m', module, *args,
+         os.path.join(str(out_dir), f'w{i}.npz')],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True))
   outputs = [p.communicate(timeout=300)[0] for p in procs]
   for p, out in zip(procs, outputs):
     assert p.returncode == 0, out[-3000:]
+
+
+def run_two_workers(data_dir: str, model_dir: str, out_dir,
+                    gin_file: str = 'gin/resnet_quickstart.gin') -> None:
+  """Two workers of tests/multi_worker_main.py; each saves its results to
+  out_dir/w<i>.npz."""
+  run_worker_processes(['tests.multi_worker_main', data_dir, model_dir,
+                        gin_file], out_dir)
 
 
 def validation_logits(model, data_dir: str, image_size: int = 32):

@@ -1,7 +1,7 @@
 """One worker of the 2-process MultiWorkerMirroredStrategy test.
 
-  python -m tests.multi_worker_main DATA_DIR MODEL_DIR OUT.npz [GIN_FILE]
-TF_CONFIG must be set. Trains a short quickstart run (of GIN_FILE, by default
+  python -m tests.multi_worker_main DATA_DIR MODEL_DIR GIN_FILE OUT.npz
+TF_CONFIG must be set. Trains a short run of GIN_FILE (e.g.
 gin/resnet_quickstart.gin) and saves its weights, eval count and quality.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 from tests import helpers
 
 
-def main(data_dir, model_dir, out, gin_file='gin/resnet_quickstart.gin'):
+def main(data_dir, model_dir, gin_file, out):
   result = helpers.run_gin(
       [gin_file, 'gin/hardware/multi_worker.gin'],
       helpers.quick_bindings(data_dir, model_dir,

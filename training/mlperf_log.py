@@ -77,27 +77,22 @@ class MlperfLog:
   """The MLPerf log of one run, driven by the run's events."""
 
   def __init__(self, *, path: str | None, benchmark: str,
-               submission: Submission, global_batch_size: int,
-               samples_per_epoch_num: int):
+               submission: Submission, epoch_num):
     """Args:
       path: the log file, or None on non-chief workers.
       benchmark: submission_benchmark ('resnet', 'bert').
       submission: the submission_* values.
-      global_batch_size: for epoch_num.
-      samples_per_epoch_num: samples per unit of epoch_num (an epoch, or 1
-        when the benchmark counts epoch_num in samples, as BERT does).
+      epoch_num: step -> MLPerf epoch_num (the task's mlperf_epoch_num with
+        the global batch bound).
 
     Set `hyperparameters` (see `hyperparameters()` below) before InitEnd:
     they are logged before init_stop.
     """
     self.logger = MlperfLogger(path=path)
     self.benchmark, self.submission = benchmark, submission
-    self.steps_per_epoch_num = samples_per_epoch_num / global_batch_size
+    self.epoch = epoch_num
     self.hyperparameters = {}
     self.block_open = None  # The open block's metadata.
-
-  def epoch(self, step: int) -> float:
-    return round(step / self.steps_per_epoch_num, 4)
 
   def __call__(self, event):
     log = self.logger
@@ -140,13 +135,20 @@ class MlperfLog:
 
 
 def hyperparameters(*, task, optimizer, learning_rate, global_batch_size: int,
-                    num_replicas: int, num_eval_examples: int) -> dict:
-  """The keys MLPerf wants before init_stop: batch, samples, optimizer, task."""
+                    num_replicas: int, num_eval_examples: int,
+                    total_steps: int) -> dict:
+  """The keys MLPerf wants before init_stop: batch, samples, optimizer, task.
+
+  train_samples is the data's epoch when it knows it (ResNet: 1,281,167),
+  else the samples the step budget trains (Google's v0.7 BERT logs
+  560 x 8192).
+  """
   per_replica = global_batch_size // num_replicas
   return {
       mlc.GLOBAL_BATCH_SIZE: global_batch_size,
       mlc.GRADIENT_ACCUMULATION_STEPS: 1,
-      mlc.TRAIN_SAMPLES: task.data.num_train_examples,
+      mlc.TRAIN_SAMPLES: (task.data.num_train_examples or
+                          total_steps * global_batch_size),
       mlc.EVAL_SAMPLES: num_eval_examples,
       **optimizer.mlperf_params(learning_rate),
       **task.mlperf_params(per_replica_batch_size=per_replica,

@@ -7,6 +7,8 @@ for a step schedule, or giving Adam an inverse square root, is a gin change.
 Implements training.task.LearningRateSchedule.
 """
 
+import math
+
 import tensorflow as tf
 
 
@@ -150,3 +152,51 @@ class PiecewiseConstant:
             'decay_steps': self.decay_steps, 'warmup_steps': self.warmup_steps,
             'warmup_epochs': self.warmup_epochs,
             'boundaries': self.boundaries}
+
+
+class GoogleLarsV07:
+  """Google's MLPerf v0.7 ResNet LARS schedule, arithmetic included
+  (lars_util.py `poly_rate_schedule`, resnet_main.py's current_epoch).
+
+  With e = step / steps_per_epoch (float epochs) and
+  w = floor(warmup_epochs * steps_per_epoch) (`w_epochs * num_train_images //
+  batch_size`):
+    lr(step) = base * e / warmup_epochs                 while e <= warmup_epochs
+             = (base - end) * (1 - d / D) ** power + end   otherwise,
+  with d = min(max(1, step - w), D) and D = total_steps - w + 1 (the
+  `lars_opt_learning_rate_decay_steps` Google logs: 1133 for its 1738 steps).
+  PolynomialWarmup differs in the last digits: it warms up by step and decays
+  over total_steps - warmup_steps from step - warmup_steps.
+  """
+
+  def __init__(self, *, base: float, warmup_epochs: float,
+               steps_per_epoch: float, total_steps: int, end: float = 1e-4,
+               power: float = 2.0):
+    if not steps_per_epoch:
+      raise ValueError('GoogleLarsV07 counts in epochs: the data must know '
+                       'its epoch size (num_train_examples).')
+    self.base, self.end, self.power = base, end, power
+    self.warmup_epochs, self.steps_per_epoch = warmup_epochs, steps_per_epoch
+    # The float product is exact to far better than a step; floor it as
+    # Google's integer division does.
+    self.warmup_steps = int(math.floor(warmup_epochs * steps_per_epoch + 1e-9))
+    self.decay_steps = total_steps - self.warmup_steps + 1
+    if self.decay_steps <= 1:
+      raise ValueError(f'Training steps ({total_steps}) must exceed the '
+                       f'warmup steps ({self.warmup_steps}).')
+
+  def __call__(self, step):
+    epoch = tf.cast(step, tf.float32) / self.steps_per_epoch
+    warmup = self.base * epoch / self.warmup_epochs
+    done = tf.minimum(
+        tf.maximum(tf.cast(step, tf.float32) - self.warmup_steps, 1.0),
+        float(self.decay_steps))
+    decay = ((self.base - self.end) *
+             (1.0 - done / self.decay_steps)**self.power + self.end)
+    return tf.where(epoch <= self.warmup_epochs, warmup, decay)
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'end_learning_rate': self.end,
+            'decay_power': self.power, 'decay_steps': self.decay_steps,
+            'warmup_steps': self.warmup_steps,
+            'warmup_epochs': self.warmup_epochs}

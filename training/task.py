@@ -123,7 +123,6 @@ class Task(Protocol):
   # (empty: sums only). Each has a fixed shape with the replica batch first;
   # 'mask' (1 real, 0 padding) is among them.
   eval_output_dtypes: Mapping[str, tf.DType]
-  samples_per_epoch_num: int  # MLPerf epoch_num unit: an epoch, or 1 (BERT).
   target_quality: float
   higher_is_better: bool  # False for error rates and losses.
   data: TaskData
@@ -153,6 +152,10 @@ class Task(Protocol):
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:
     """Task-specific MLPerf hyper-parameter keys."""
+
+  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
+    """MLPerf's epoch_num at a step, in the task's units (epochs for ResNet;
+    steps or samples for BERT, by ruleset)."""
 
   def explain_input_error(self, error: Exception) -> str | None:
     """A message naming the bad input behind `error`, or None."""

@@ -189,3 +189,28 @@ def test_eval_order_is_fixed_even_when_training_is_not_deterministic(
   first = labels()
   for _ in range(3):
     np.testing.assert_array_equal(labels(), first)
+
+
+def test_bicubic_resize_is_tf1_resize_bicubic_as_google_calls_it(
+    quickstart_data):
+  from input_pipeline import image_preprocessing
+  raw = next(iter(tf.data.TFRecordDataset(records.list_files(
+      os.path.join(quickstart_data, 'validation-*')))))
+  image_bytes = tf.io.parse_single_example(raw, imagenet.FEATURES)[
+      imagenet.IMAGE_KEY]
+  ours = image_preprocessing.eval_image(image_bytes, image_size=24,
+                                        resize='bicubic')
+  # Google's imagenet_input.py: decode_and_crop_jpeg, then TF1
+  # tf.image.resize_bicubic with its defaults.
+  shape = tf.image.extract_jpeg_shape(image_bytes)
+  crop = tf.cast(224 / 256 * tf.cast(
+      tf.minimum(shape[0], shape[1]), tf.float32), tf.int32)
+  window = tf.stack([(shape[0] - crop + 1) // 2, (shape[1] - crop + 1) // 2,
+                     crop, crop])
+  cropped = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
+  google = tf.compat.v1.image.resize_bicubic([cropped], [24, 24])[0]
+  np.testing.assert_array_equal(ours.numpy(), google.numpy())
+  bilinear = image_preprocessing.eval_image(image_bytes, image_size=24)
+  assert np.abs(bilinear.numpy() - ours.numpy()).max() > 1.0
+  with pytest.raises(ValueError, match="`resize` must be one of"):
+    make_input(quickstart_data, resize='lanczos')

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from tests import helpers
 from input_pipeline.bert import BertPretrainingInput
 from models.bert import Bert
 from models.bert import exclude_from_weight_decay
@@ -99,23 +100,45 @@ def run_ours(strategy, data, batches, sum_replica_gradients):
       strategy=strategy, model=model, optimizer=opt, learning_rate=schedule,
       task=task, step=step, gradients=step_lib.GradientOptions(
           clip_norm=1.0, clip_before_allreduce=True))
-  ds = tf.data.Dataset.from_tensor_slices(
-      {k: np.stack([b[k] for b in batches]) for k in batches[0]})
-  loop(iter(strategy.experimental_distribute_dataset(ds.unbatch().batch(
-      REPLICAS * PER_REPLICA))), tf.constant(STEPS))
+
+  def core_batches(ctx):
+    """Replica r (of this worker's pipeline) gets rows r*4:(r+1)*4."""
+    per_pipeline = REPLICAS // ctx.num_input_pipelines
+    first = ctx.input_pipeline_id * per_pipeline * PER_REPLICA
+    rows = slice(first, first + per_pipeline * PER_REPLICA)
+    ds = tf.data.Dataset.from_tensor_slices(
+        {k: np.stack([b[k][rows] for b in batches]) for k in batches[0]})
+    return ds.unbatch().batch(PER_REPLICA)
+
+  loop(iter(strategy.distribute_datasets_from_function(core_batches)),
+       tf.constant(STEPS))
   lrs = [float(schedule(s)) for s in range(STEPS)]
   return {n: v.numpy() for n, v in model.params.items()}, lrs, vocab_size
+
+
+def inputs(data_dir):
+  data = BertPretrainingInput(data_dir=data_dir, max_seq_length=32,
+                              max_predictions_per_seq=5, deterministic=True)
+  batches = [{k: x.numpy() for k, x in b.items()} for b in data.train_dataset(
+      tf.distribute.InputContext(),
+      global_batch_size=REPLICAS * PER_REPLICA).take(STEPS)]
+  return data, batches
+
+
+def main(data_dir, out):
+  """One worker of the 2-process run (TF_CONFIG set): saves its weights."""
+  strategy = strategies.make_strategy(kind='multi_worker', collective='ring')
+  data, batches = inputs(data_dir)
+  ours, lrs, vocab_size = run_ours(strategy, data, batches, True)
+  np.savez(out, lrs=lrs, vocab_size=vocab_size,
+           **{k.replace('/', '.'): v for k, v in ours.items()})
 
 
 @pytest.mark.slow
 def test_two_replica_steps_equal_googles_sequence(sums_data):
   strategy = strategies.make_strategy(kind='mirrored',
                                       num_cpu_devices=REPLICAS)
-  data = BertPretrainingInput(data_dir=sums_data, max_seq_length=32,
-                              max_predictions_per_seq=5, deterministic=True)
-  batches = [{k: x.numpy() for k, x in b.items()} for b in data.train_dataset(
-      tf.distribute.InputContext(),
-      global_batch_size=REPLICAS * PER_REPLICA).take(STEPS)]
+  data, batches = inputs(sums_data)
   ours, lrs, vocab_size = run_ours(strategy, data, batches, True)
   reference = google_reference(vocab_size, batches, lrs)
   initial = {n: v.numpy() for n, v in make_bert(vocab_size).params.items()}
@@ -133,3 +156,23 @@ def test_two_replica_steps_equal_googles_sequence(sums_data):
   mean_variant, _, _ = run_ours(strategy, data, batches, False)
   worst = max(np.abs(mean_variant[n] - reference[n]).max() for n in reference)
   assert worst > 10 * max(errors), (worst, max(errors))
+
+
+@pytest.mark.slow
+def test_two_worker_processes_equal_googles_sequence(sums_data, tmp_path):
+  helpers.run_worker_processes(
+      ['tests.models.test_bert_google_step', sums_data], tmp_path)
+  _, batches = inputs(sums_data)
+  w0, w1 = (np.load(tmp_path / f'w{i}.npz') for i in range(2))
+  reference = google_reference(int(w0['vocab_size']), batches,
+                               list(w0['lrs']))
+  for n in reference:
+    key = n.replace('/', '.')
+    np.testing.assert_array_equal(w0[key], w1[key], err_msg=n)
+    np.testing.assert_allclose(w0[key], reference[n], rtol=2e-5, atol=2e-6,
+                               err_msg=n)
+
+
+if __name__ == '__main__':
+  import sys
+  main(*sys.argv[1:])

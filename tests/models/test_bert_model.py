@@ -110,3 +110,32 @@ def test_weight_decay_exclusion_is_the_references():
   assert bert_lib.exclude_from_weight_decay('cls/predictions/output_bias:0')
   assert not bert_lib.exclude_from_weight_decay(
       'bert/encoder/layer_0/output/dense/kernel:0')
+
+
+def test_masked_lm_head_runs_in_float32_on_a_bfloat16_model():
+  # Google's run_pretraining.py: get_masked_lm_output(bert_config,
+  # tf.cast(model.get_sequence_output(), tf.float32), ...): the whole head in
+  # float32 on the bfloat16 encoder's output.
+  batch = {'input_ids': tf.constant([[2, 7, 9, 3, 11, 12, 3, 0]] * 2),
+           'input_mask': tf.constant([[1] * 7 + [0]] * 2),
+           'segment_ids': tf.constant([[0, 0, 0, 0, 1, 1, 1, 0]] * 2),
+           'masked_lm_positions': tf.constant([[1, 4]] * 2)}
+  model = tiny(seed=3, compute_dtype='bfloat16')
+  mlm, _ = model(batch, training=False)
+  sequence, _ = model.encode(batch['input_ids'], batch['input_mask'],
+                             batch['segment_ids'], training=False)
+  w = model.params
+  x = tf.cast(tf.gather(sequence, batch['masked_lm_positions'],
+                        batch_dims=1), tf.float32)
+  x = bert_lib.gelu(tf.einsum('bph,hk->bpk', x,
+                              w['cls/predictions/transform/dense/kernel']) +
+                    w['cls/predictions/transform/dense/bias'])
+  x = bert_lib.layer_norm(x, w['cls/predictions/transform/LayerNorm/gamma'],
+                          w['cls/predictions/transform/LayerNorm/beta'])
+  logits = tf.einsum('bph,vh->bpv', x, w['bert/embeddings/word_embeddings'])
+  logits += w['cls/predictions/output_bias']
+  np.testing.assert_allclose(mlm, logits, rtol=1e-5, atol=1e-5)
+  # The bfloat16 head (an option) rounds the logits: visibly different.
+  rounded, _ = tiny(seed=3, compute_dtype='bfloat16',
+                    float32_heads=False)(batch, training=False)
+  assert float(tf.reduce_max(tf.abs(rounded - logits))) > 1e-3

@@ -122,3 +122,16 @@ def test_grouped_batch_norm_normalises_within_each_group():
                    zero_init_last_bn_gamma=False, bn_group_size=1)
   got_local, _ = replica_logits(strategy, local, x)
   assert np.abs(got_local - want).max() > 1e-2
+
+
+def test_kernels_start_with_googles_variance_scaling():
+  # TF1 tf.variance_scaling_initializer() defaults: variance 1 / fan_in.
+  model = ResNet(depth=50, seed=2)
+  for name in ('resnet/stage4/block0/conv2/kernel',
+               'resnet/stage3/block2/conv2/kernel'):
+    kernel = model.params[name].numpy()
+    fan_in = np.prod(kernel.shape[:3])
+    assert kernel.std() == pytest.approx(np.sqrt(1 / fan_in), rel=0.02), name
+  he = ResNet(depth=50, seed=2, kernel_init_scale=2.0)
+  kernel = he.params['resnet/stage4/block0/conv2/kernel'].numpy()
+  assert kernel.std() == pytest.approx(np.sqrt(2 / (3 * 3 * 512)), rel=0.02)

@@ -182,7 +182,7 @@ def test_mlperf_log_follows_the_events(tmp_path):
   path = tmp_path / 'mlperf.log'
   log = mlperf_log.MlperfLog(
       path=str(path), benchmark='resnet', submission=mlperf_log.Submission(),
-      global_batch_size=8, samples_per_epoch_num=32)  # 4 steps an epoch.
+      epoch_num=lambda step: step / 4)  # 4 steps an epoch.
   log.hyperparameters = {'global_batch_size': 8}
   ev.notify([log], ev.InitStart())
   c, _, _, _ = make(train_steps=8, quality_at=lambda s: s / 10,

@@ -1,0 +1,118 @@
+"""The pod configs log Google's MLPerf v0.7 values and follow its schedule.
+
+GOOGLE_* quote the hyper-parameter keys of Google's 4096-chip logs
+(mlcommons/training_results_v0.7, Google/results/tpu-v3-8192-TF/
+{resnet,bert}/result_0.txt). The configs are built here without a TPU: gin
+builds the task, optimizer and schedule exactly as train.py does, and the
+runtime's own mlperf_log.hyperparameters() gives the logged keys.
+"""
+
+import gin
+import numpy as np
+import pytest
+
+from tools import gin_setup
+from training import mlperf_log
+from training import schedules
+
+GOOGLE_RESNET = {
+    'global_batch_size': 65536, 'lars_opt_weight_decay': 0.0001,
+    'lars_opt_momentum': 0.951807, 'model_bn_span': 64, 'opt_name': 'lars',
+    'lars_epsilon': 0.0, 'lars_opt_base_learning_rate': 24.699,
+    'lars_opt_learning_rate_warmup_epochs': 31,
+    'lars_opt_end_learning_rate': 0.0001,
+    'lars_opt_learning_rate_decay_steps': 1133,
+    'lars_opt_learning_rate_decay_poly_power': 2.0,
+    'train_samples': 1281167, 'eval_samples': 50000,
+}
+GOOGLE_BERT = {
+    'global_batch_size': 8192, 'opt_learning_rate_warmup_steps': 287,
+    'num_warmup_steps': 287, 'start_warmup_step': -76,
+    'max_sequence_length': 512, 'opt_base_learning_rate': 0.00288293,
+    'opt_lamb_beta_1': 0.88, 'opt_lamb_beta_2': 0.88, 'opt_epsilon': 1e-06,
+    'opt_learning_rate_training_steps': 560,
+    'opt_lamb_weight_decay_rate': 0.0166629,
+    'opt_lamb_learning_rate_decay_poly_power': 1,
+    'max_predictions_per_seq': 76, 'train_samples': 4587520,
+    'eval_samples': 10000,
+}
+
+
+def pod_hyperparameters(gin_file, num_eval_examples, build_model=False):
+  gin.clear_config()
+  try:
+    gin_setup.parse([gin_file], ["DATA_DIR = '/nowhere'",
+                                 "INIT_CHECKPOINT = ''"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    optimizer = gin.query_parameter(
+        'train.train.optimizer').scoped_configurable_fn()
+    schedule = gin.query_parameter(
+        'train.train.schedule').scoped_configurable_fn()
+    make_lr = gin.query_parameter(
+        'train.train.learning_rate').scoped_configurable_fn
+    steps_per_epoch = task.data.steps_per_epoch(schedule.global_batch_size)
+    total = schedule.total_steps(steps_per_epoch)
+    lr = make_lr(steps_per_epoch=steps_per_epoch, total_steps=total)
+    if build_model:  # ResNet's model_bn_span comes from its model.
+      task.build_model()
+    return mlperf_log.hyperparameters(
+        task=task, optimizer=optimizer, learning_rate=lr,
+        global_batch_size=schedule.global_batch_size, num_replicas=8192,
+        num_eval_examples=num_eval_examples, total_steps=total), lr
+  finally:
+    gin.clear_config()
+
+
+@pytest.mark.parametrize('gin_file, eval_examples, build_model, google', [
+    ('gin/resnet50_pod.gin', 50000, True, GOOGLE_RESNET),
+    ('gin/bert_pod.gin', 10000, False, GOOGLE_BERT),
+])
+def test_pod_config_logs_googles_values(gin_file, eval_examples, build_model,
+                                        google):
+  logged, _ = pod_hyperparameters(gin_file, eval_examples, build_model)
+  for key, value in google.items():
+    assert key in logged, key
+    assert logged[key] == pytest.approx(value), (key, logged[key], value)
+
+
+def numpy_google_lars(step, *, base=24.699, end=1e-4, warmup_epochs=31,
+                      num_images=1281167, batch=65536, train_steps=1738):
+  """lars_util.poly_rate_schedule and TF1 polynomial_decay, step by step."""
+  steps_per_epoch = num_images / batch
+  epoch = step / steps_per_epoch
+  w_steps = warmup_epochs * num_images // batch
+  if epoch <= warmup_epochs:
+    return base * epoch / warmup_epochs
+  decay_steps = train_steps - w_steps + 1
+  done = min(max(1, step - w_steps), decay_steps)
+  return (base - end) * (1 - done / decay_steps)**2 + end
+
+
+def test_pod_resnet_schedule_is_googles_arithmetic():
+  _, lr = pod_hyperparameters('gin/resnet50_pod.gin', 50000)
+  assert isinstance(lr, schedules.GoogleLarsV07)
+  steps = np.array([0, 1, 300, 605, 606, 607, 608, 1000, 1737, 1738])
+  np.testing.assert_allclose([float(lr(s)) for s in steps],
+                             [numpy_google_lars(s) for s in steps],
+                             rtol=2e-6, atol=1e-8)  # float32, as TF1.
+  # Where PolynomialWarmup would differ: step 606 is still warmup for Google
+  # (epoch 30.9997 <= 31).
+  assert float(lr(606)) < 24.699
+
+
+def test_pod_configs_log_epoch_num_as_google_does():
+  gin.clear_config()
+  try:
+    gin_setup.parse(['gin/resnet50_pod.gin'], ["DATA_DIR = '/nowhere'"])
+    resnet = gin.query_parameter('%TASK').scoped_configurable_fn()
+    gin.clear_config()
+    gin_setup.parse(['gin/bert_pod.gin'], ["DATA_DIR = '/nowhere'",
+                                           "INIT_CHECKPOINT = ''"])
+    bert = gin.query_parameter('%TASK').scoped_configurable_fn()
+  finally:
+    gin.clear_config()
+  # Google's resnet result_0.txt: eval epoch_num 4.0, 8.0 at steps 79, 158.
+  assert [resnet.mlperf_epoch_num(s, 65536) for s in (0, 79, 158)] == [
+      0.0, 4.0, 8.0]
+  # Google's bert result_0.txt: epoch_num 62, 124 (steps; ruleset 0.7.0).
+  assert [bert.mlperf_epoch_num(s, 8192) for s in (62, 124)] == [62, 124]
