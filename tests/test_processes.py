@@ -1,6 +1,7 @@
 """Runs that need their own processes: the CLI, kill-and-resume, multi-worker."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -72,6 +73,20 @@ def final_weights(model_dir):
           if k.startswith('model/')}
 
 
+def latest_step(state_file: str) -> int:
+  """The step of the checkpoint the state file names (-1 if none yet).
+
+  TensorFlow replaces the state file atomically, so a read sees a whole one.
+  """
+  try:
+    with open(state_file) as f:
+      first = f.readline()
+  except FileNotFoundError:
+    return -1
+  match = re.search(r'ckpt-(\d+)"', first)
+  return int(match.group(1)) if match else -1
+
+
 def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
   params = ['--gin.DETERMINISTIC=True', '--gin.TRAIN_STEPS=120',
             '--gin.STEPS_PER_LOOP=2',
@@ -83,9 +98,12 @@ def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
   proc = subprocess.Popen(train_cmd(quickstart_data, killed, *params),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           env=ENV, cwd=helpers.ROOT, text=True)
-  first = os.path.join(killed, 'checkpoints', 'ckpt-20.index')
+  # Wait for what the test needs: the checkpoint state naming step 20 or
+  # later. ckpt-20.index exists a moment before the state file names it, and
+  # a kill in between rightly resumes from step 10.
+  state = os.path.join(killed, 'checkpoints', 'checkpoint')
   deadline = time.time() + 240
-  while not os.path.exists(first) and proc.poll() is None:
+  while latest_step(state) < 20 and proc.poll() is None:
     assert time.time() < deadline
     time.sleep(0.02)
   proc.send_signal(signal.SIGKILL)

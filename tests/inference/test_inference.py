@@ -139,12 +139,22 @@ def cli(exported, data_dir, out, *args):
 
 
 @pytest.mark.parametrize('test', ['TEST01', 'TEST04'])
-def test_audit_tests_pass_on_an_honest_sut(exported, quickstart_data,
-                                           tmp_path, test):
+def test_audits_run_end_to_end_on_an_honest_sut(exported, quickstart_data,
+                                               tmp_path, test):
+  # The verdicts' timing thresholds are pinned on recorded figures
+  # (tests/inference/test_audit.py): half-second runs on a shared machine
+  # cannot judge 10%. Here: both runs happen, and what does not depend on
+  # timing holds (TEST01: every logged response equals accuracy mode's).
   done = cli(exported, quickstart_data, tmp_path / test, '--scenario=Offline',
              '--min_duration_ms=500', '--expected_qps=20000', f'--audit={test}')
-  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-  assert f'{test}: PASS' in done.stdout
+  assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+  assert f'{test}: ' in done.stdout
+  for run_dir in ('reference', test):
+    assert (tmp_path / test / run_dir / 'mlperf_log_summary.txt').exists()
+  if test == 'TEST01':
+    assert ' 0 differ from accuracy mode' in done.stdout, done.stdout[-2000:]
+  else:
+    assert 'same-sample run is' in done.stdout
 
 
 def test_a_failing_backend_ends_the_run_with_its_error_not_a_hang(
