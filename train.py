@@ -35,6 +35,7 @@ from training import controller as controller_lib
 from training import evaluator as evaluator_lib
 from training import events
 from training import mlperf_log
+from training import preemption
 from training import step as step_lib
 from training.task import Optimizer
 from training.task import Task
@@ -67,7 +68,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
               strategies.StrategyConfig()),
           submission: mlperf_log.Submission = mlperf_log.Submission(),
           actions: Sequence[Callable] = (), deterministic: bool = False,
-          eval_steps_per_loop: int = 0) -> controller_lib.Result:
+          eval_steps_per_loop: int = 0,
+          preemption_grace_seconds: float = 300.0) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -85,6 +87,9 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       (training/actions.py, e.g. KeepBestCheckpoint, ExportSavedModel).
     deterministic: reproducible ops (the data side is the input's own flag).
     eval_steps_per_loop: eval steps per device call (0: all in one call).
+    preemption_grace_seconds: after SIGTERM/SIGINT, the run finishes its
+      loop, saves and exits with training.preemption.EXIT_PREEMPTED; if that
+      takes longer than this, it exits at once (0: no limit).
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
@@ -105,13 +110,15 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
                   model_dir=model_dir, schedule=schedule, gradients=gradients,
                   dist=dist, chief=chief, mlperf=mlperf,
                   extra_actions=actions,
-                  eval_steps_per_loop=eval_steps_per_loop)
+                  eval_steps_per_loop=eval_steps_per_loop,
+                  preemption_grace_seconds=preemption_grace_seconds)
   finally:
     mlperf.close()
 
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
-           dist, chief, mlperf, extra_actions, eval_steps_per_loop):
+           dist, chief, mlperf, extra_actions, eval_steps_per_loop,
+           preemption_grace_seconds):
   replicas = dist.num_replicas_in_sync
   strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
@@ -178,6 +185,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       mlperf,
       actions_lib.CheckpointSaver(checkpointer,
                                   schedule.checkpoint_every_steps),
+      preemption.PreemptionGuard(checkpointer=checkpointer, strategy=dist,
+                                 grace_seconds=preemption_grace_seconds),
       *(make(context=context) for make in extra_actions),
   ]
   controller = controller_lib.Controller(
@@ -223,6 +232,8 @@ def main(argv, sugar_bindings):
   result = gin.get_configurable(this_module.train)()
   write_text(os.path.join(model_dir, 'operative_config.gin'),
              gin.operative_config_str())
+  if result.preempted:
+    return preemption.EXIT_PREEMPTED
   return 0 if result.status == 'success' else 1
 
 

@@ -162,6 +162,17 @@ class StrategyConfig:
                          collective=self.collective)
 
 
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+  """Processes that each run this program (1 outside multi-worker runs; a
+  TPU pod is driven by one process)."""
+  resolver = getattr(strategy, 'cluster_resolver', None)
+  if not (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and
+          resolver is not None):
+    return 1
+  spec = resolver.cluster_spec().as_dict()
+  return max(1, sum(len(spec.get(kind, [])) for kind in ('chief', 'worker')))
+
+
 def worker_id(strategy: tf.distribute.Strategy) -> int:
   """This worker's index (0 outside multi-worker runs)."""
   resolver = getattr(strategy, 'cluster_resolver', None)
@@ -191,3 +202,18 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
   task_type, task_id = resolver.task_type, resolver.task_id
   return task_type in (None, 'chief') or (task_type == 'worker' and
                                           task_id == 0)
+
+
+def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
+  """`tensor` with a device, which collectives in a replica context need.
+
+  Under MultiWorkerMirroredStrategy with one device a worker, ops inside a
+  tf.function carry no device, and all_gather (or an all_reduce of a
+  function argument) fails with "destinations can not be empty" (TF 2.21);
+  pin such a tensor to the worker's one device.
+  """
+  devices = strategy.extended.worker_devices
+  if tensor.device or len(devices) != 1:
+    return tensor
+  with tf.device(devices[0]):
+    return tf.identity(tensor)

@@ -106,10 +106,11 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
-def run_worker_processes(module_and_args: list[str], out_dir) -> None:
-  """`python -m MODULE ARGS... <out_dir>/w<i>.npz` as 2 MultiWorkerMirrored
-  workers on 127.0.0.1 (run as modules: run as a script, tests/ would come
-  first on the path and tests/training would shadow the training package)."""
+def start_worker_processes(module_and_args: list[str], out_dir) -> list:
+  """Starts `python -m MODULE <out_dir>/w<i>.npz ARGS...` as 2
+  MultiWorkerMirrored workers on 127.0.0.1 (as modules: run as a script,
+  tests/ would come first on the path and tests/training would shadow the
+  training package); returns the Popen objects, stdout piped as text."""
   workers = [f'127.0.0.1:{free_port()}' for _ in range(2)]
   module, *args = module_and_args
   procs = []
@@ -118,10 +119,15 @@ def run_worker_processes(module_and_args: list[str], out_dir) -> None:
                TF_CONFIG=json.dumps({'cluster': {'worker': workers},
                                      'task': {'type': 'worker', 'index': i}}))
     procs.append(subprocess.Popen(
-        [PYTHON, '-m', module, *args,
-         os.path.join(str(out_dir), f'w{i}.npz')],
+        [PYTHON, '-m', module, os.path.join(str(out_dir), f'w{i}.npz'), *args],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True))
+  return procs
+
+
+def run_worker_processes(module_and_args: list[str], out_dir) -> None:
+  """start_worker_processes, then waits; both must exit 0."""
+  procs = start_worker_processes(module_and_args, out_dir)
   outputs = [p.communicate(timeout=300)[0] for p in procs]
   for p, out in zip(procs, outputs):
     assert p.returncode == 0, out[-3000:]

@@ -1,5 +1,6 @@
 """Runs that need their own processes: the CLI, kill-and-resume, multi-worker."""
 
+import json
 import os
 import re
 import signal
@@ -87,14 +88,33 @@ def latest_step(state_file: str) -> int:
   return int(match.group(1)) if match else -1
 
 
-def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
-  params = ['--gin.DETERMINISTIC=True', '--gin.TRAIN_STEPS=120',
-            '--gin.STEPS_PER_LOOP=2',
-            '--gin.EVAL_EVERY_STEPS=40',
-            '--gin.CHECKPOINT_EVERY_STEPS=10',
-            '--gin.STOP_AT_TARGET=False',
-            '--gin.GLOBAL_BATCH_SIZE=32']
-  straight, killed = str(tmp_path / 'straight'), str(tmp_path / 'killed')
+RESUME_PARAMS = ['--gin.DETERMINISTIC=True', '--gin.TRAIN_STEPS=120',
+                 '--gin.STEPS_PER_LOOP=2',
+                 '--gin.EVAL_EVERY_STEPS=40',
+                 '--gin.CHECKPOINT_EVERY_STEPS=10',
+                 '--gin.STOP_AT_TARGET=False',
+                 '--gin.GLOBAL_BATCH_SIZE=32']
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(quickstart_data, tmp_path_factory):
+  """Final weights of the run the interrupted ones must reproduce."""
+  straight = str(tmp_path_factory.mktemp('straight'))
+  done = run(train_cmd(quickstart_data, straight, *RESUME_PARAMS))
+  assert done.returncode in (0, 1), done.stderr[-3000:]
+  return final_weights(straight)
+
+
+def assert_same_weights(a, b):
+  assert a.keys() == b.keys() and len(a) > 100
+  for k in a:
+    np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path,
+                                                uninterrupted):
+  params = RESUME_PARAMS
+  killed = str(tmp_path / 'killed')
   proc = subprocess.Popen(train_cmd(quickstart_data, killed, *params),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           env=ENV, cwd=helpers.ROOT, text=True)
@@ -114,35 +134,95 @@ def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path):
 
   resumed = run(train_cmd(quickstart_data, killed, *params))
   assert f'resumed from {latest} at step {killed_at}' in resumed.stdout
-  done = run(train_cmd(quickstart_data, straight, *params))
-  assert done.returncode in (0, 1), done.stderr[-3000:]
-  a, b = final_weights(straight), final_weights(killed)
-  assert a.keys() == b.keys() and len(a) > 100
-  for k in a:
-    np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+  assert_same_weights(uninterrupted, final_weights(killed))
 
 
-def test_two_worker_processes_end_with_identical_weights(quickstart_data,
-                                                         tmp_path):
+@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
+def test_preempted_run_saves_where_it_stopped_and_resumes_exactly(
+    quickstart_data, tmp_path, uninterrupted, signum):
+  from training import preemption
+  preempted = str(tmp_path / 'preempted')
+  # Periodic checkpoints only every 100 steps: the one at the stop is the
+  # preemption's own.
+  params = [*RESUME_PARAMS, '--gin.CHECKPOINT_EVERY_STEPS=100']
+  proc = subprocess.Popen(train_cmd(quickstart_data, preempted, *params),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=ENV, cwd=helpers.ROOT, text=True)
+  output = []
+  for line in proc.stdout:  # Signal once training is under way.
+    output.append(line)
+    if line.startswith('step 10/'):
+      proc.send_signal(signum)
+      break
+  output += proc.stdout.readlines()
+  proc.wait(timeout=240)
+  text = ''.join(output)
+  assert proc.returncode == preemption.EXIT_PREEMPTED, text[-3000:]
+  steps = [int(m) for m in re.findall(r'^step (\d+)/', text, re.M)]
+  reached = steps[-1]
+  assert 10 <= reached < 100, text[-3000:]
+  assert f'preempted at step {reached}' in text
+  assert tf.train.latest_checkpoint(os.path.join(
+      preempted, 'checkpoints')).endswith(f'ckpt-{reached}')
+  run_stops = [l for l in open(os.path.join(preempted, 'mlperf.log'))
+               if '"key": "run_stop"' in l]
+  assert len(run_stops) == 1 and '"status": "aborted"' in run_stops[0]
+
+  resumed = run(train_cmd(quickstart_data, preempted, *params))
+  assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
+  assert f'at step {reached}' in resumed.stdout
+  assert_same_weights(uninterrupted, final_weights(preempted))
+
+
+def test_a_second_signal_exits_at_once_keeping_the_last_checkpoint(
+    quickstart_data, tmp_path):
   model_dir = str(tmp_path / 'run')
-  helpers.run_two_workers(quickstart_data, model_dir, tmp_path)
-  w0, w1 = (np.load(tmp_path / f'w{i}.npz') for i in range(2))
-  # Each host counted its own eval shard; together every example once.
-  assert int(w0['count']) == 360
-  names = [k for k in w0.files if k != 'count']
-  assert len(names) == 62  # every ResNet-18 weight
-  for k in names:
-    np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
-  # Only the chief wrote the run's log and checkpoints; the scratch is gone.
-  assert os.path.exists(os.path.join(model_dir, 'mlperf.log'))
-  assert tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
-  assert not os.listdir(os.path.join(model_dir, 'worker_scratch'))
+  # Loops of 200 steps: the second signal lands while one is running.
+  params = [*RESUME_PARAMS, '--gin.STEPS_PER_LOOP=200',
+            '--gin.CHECKPOINT_EVERY_STEPS=200', '--gin.TRAIN_STEPS=100000',
+            '--gin.EVAL_EVERY_STEPS=100000']
+  proc = subprocess.Popen(train_cmd(quickstart_data, model_dir, *params),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=ENV, cwd=helpers.ROOT, text=True)
+  output = []
+  for line in proc.stdout:
+    output.append(line)
+    if line.startswith('step 600/'):  # ckpt-400 was saved a loop ago.
+      proc.send_signal(signal.SIGTERM)
+    if line.startswith('signal 15:'):  # The first one was handled.
+      proc.send_signal(signal.SIGTERM)
+      break
+  output += proc.stdout.readlines()
+  proc.wait(timeout=240)
+  text = ''.join(output)
+  assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
+  assert 'second signal' in text and 'preempted at step' not in text
+  latest = tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
+  assert int(latest.rsplit('-', 1)[1]) >= 400
 
 
-def test_tpu_path_without_a_tpu_says_what_to_check():
-  done = run([helpers.PYTHON, '-c', (
-      'from distribution import strategy\n'
-      "strategy.make_strategy(kind='tpu', tpu='local')")], timeout=120)
-  assert done.returncode != 0
-  assert "Cannot reach or initialise the TPU --tpu='local'" in done.stderr
-  assert 'TPUs not found' in done.stderr
+def test_workers_stop_together_when_one_is_preempted(quickstart_data,
+                                                     tmp_path):
+  model_dir = str(tmp_path / 'run')
+  procs = helpers.start_worker_processes(
+      ['tests.multi_worker_main', quickstart_data, model_dir,
+       'gin/resnet_quickstart.gin', 'TRAIN_STEPS=3000', 'EVAL_EVERY_STEPS=3000',
+       'CHECKPOINT_EVERY_STEPS=1000'], tmp_path)
+  chief_output = []
+  for line in procs[0].stdout:
+    chief_output.append(line)
+    if line.startswith('step 20/'):
+      procs[1].send_signal(signal.SIGTERM)  # Only the non-chief worker.
+      break
+  chief_output += procs[0].stdout.readlines()
+  other_output = procs[1].communicate(timeout=300)[0]
+  for p in procs:
+    p.wait(timeout=300)
+  assert procs[0].returncode == procs[1].returncode == 0, (
+      ''.join(chief_output)[-2000:] + other_output[-2000:])
+  chief, other = (json.load(open(tmp_path / f'w{i}.npz.json'))
+                  for i in range(2))
+  assert chief['preempted'] and other['preempted']
+  assert chief['step'] == other['step'] and 20 <= chief['step'] < 3000
+  latest = tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
+  assert latest.endswith(f'ckpt-{chief["step"]}')

@@ -94,6 +94,7 @@ class Result:
   quality: float | None
   time_to_train: float  # seconds from run_start to run_stop.
   evals: list  # (step, epoch, quality, metrics) of each evaluation.
+  preempted: bool = False  # Stopped by a signal, state saved: resume it.
   model: object = dataclasses.field(default=None, repr=False)
 
 
@@ -166,7 +167,7 @@ class Controller:
     self._notify(ev.RunStart(step=start))
     run_start = time.time()
     try:
-      status, quality, evals = self._loop()
+      status, quality, evals, preempted = self._loop()
     except BaseException:
       self._notify(ev.RunEnd(step=int(self.step.numpy()), status='aborted',
                              quality=None,
@@ -179,10 +180,11 @@ class Controller:
     if self.checkpointer.last_saved_step != step:
       self.checkpointer.save(step)
     return Result(status=status, step=step, quality=quality,
-                  time_to_train=time_to_train, evals=evals)
+                  time_to_train=time_to_train, evals=evals,
+                  preempted=preempted)
 
   def _loop(self):
-    """The training loop; returns (status, last quality, evals)."""
+    """The training loop; returns (status, last quality, evals, preempted)."""
     s, total = self.schedule, self.total_steps
     evals, quality, status = [], None, 'aborted'
     step = int(self.step.numpy())
@@ -213,7 +215,7 @@ class Controller:
       for d in decisions:
         status = d.status or status
       if any(d.stop for d in decisions):
-        break
+        return status, quality, evals, any(d.preempted for d in decisions)
       # Loop timing restarts after evaluations and saves.
       last_time = time.time()
-    return status, quality, evals
+    return status, quality, evals, False

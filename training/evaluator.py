@@ -12,6 +12,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from distribution import strategy as strategies
+
 
 def make_broadcast_from_first_replica(strategy):
   """Returns fn(value: float) -> the value global replica 0 passed, everywhere.
@@ -21,11 +23,7 @@ def make_broadcast_from_first_replica(strategy):
   replicas, TPU pods included) there is nothing to broadcast. Float64, so the
   workers see exactly the chief's figure.
   """
-  resolver = getattr(strategy, 'cluster_resolver', None)
-  if not (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and
-          resolver is not None and
-          sum(len(resolver.cluster_spec().as_dict().get(kind, []))
-              for kind in ('chief', 'worker')) > 1):
+  if strategies.num_workers(strategy) == 1:
     return lambda value: value
 
   def replica_fn(value):

@@ -68,9 +68,11 @@ Event = (InitStart | InitEnd | RunStart | LoopStart | LoopEnd | EvalStart |
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-  """An action's answer: the run's status, and whether to stop now."""
+  """An action's answer: the run's status, whether to stop now, and whether
+  the stop is a preemption (saved; the launcher should resume)."""
   status: str | None = None
   stop: bool = False
+  preempted: bool = False
 
 
 Action = Callable[[Event], Decision | None]

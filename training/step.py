@@ -10,6 +10,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from distribution import strategy as strategies
+
 ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
 
 
@@ -144,7 +146,8 @@ def make_eval_loop(*, strategy, model, task):
       return sums, {}
     outputs = task.eval_outputs(model, batch)
     ctx = tf.distribute.get_replica_context()
-    return sums, {k: ctx.all_gather(placed(strategy, outputs[k]), axis=0)
+    return sums, {k: ctx.all_gather(strategies.placed(strategy, outputs[k]),
+                                    axis=0)
                   for k in output_names}
 
   @tf.function
@@ -173,16 +176,3 @@ def make_eval_loop(*, strategy, model, task):
   return eval_loop
 
 
-
-def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
-  """`tensor` with a device, which ReplicaContext.all_gather needs.
-
-  Under MultiWorkerMirroredStrategy with one device a worker, ops inside a
-  tf.function carry no device and all_gather fails with "destinations can not
-  be empty" (TF 2.21); pin such a tensor to the worker's one device.
-  """
-  devices = strategy.extended.worker_devices
-  if tensor.device or len(devices) != 1:
-    return tensor
-  with tf.device(devices[0]):
-    return tf.identity(tensor)

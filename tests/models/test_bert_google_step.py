@@ -125,7 +125,7 @@ def inputs(data_dir):
   return data, batches
 
 
-def main(data_dir, out):
+def main(out, data_dir):
   """One worker of the 2-process run (TF_CONFIG set): saves its weights."""
   strategy = strategies.make_strategy(kind='multi_worker', collective='ring')
   data, batches = inputs(data_dir)

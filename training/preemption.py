@@ -1,0 +1,105 @@
+"""Preemption: SIGTERM or SIGINT ends the run at the next loop boundary, saved.
+
+What a preempted TPU VM or a cluster scheduler sends is SIGTERM, some time
+before the machine goes away. The first signal sets a flag; the device loop
+in flight finishes (Python handles signals between the calls); at its end
+every worker agrees to stop (a one-value all-reduce of the flags, so a
+signal on any worker stops all of them at the same step), saves a
+checkpoint there, and the run ends with MLPerf run_stop status `aborted` and
+exit code EXIT_PREEMPTED, which a launcher reads as "preempted, resume me".
+A second signal, or the grace period running out, exits at once: the
+checkpoints already written stay intact.
+"""
+
+import os
+import signal
+import threading
+import time
+
+import tensorflow as tf
+
+from distribution import strategy as strategies
+from training import events as ev
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again (resume from model_dir).
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def make_any_worker_flag(strategy):
+  """Returns fn(flag: bool) -> whether any worker passed True."""
+  if strategies.num_workers(strategy) == 1:
+    return lambda flag: flag
+
+  def replica_fn(value):
+    ctx = tf.distribute.get_replica_context()
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                          strategies.placed(strategy, value))
+
+  @tf.function
+  def any_flag(value):
+    out = strategy.run(replica_fn, args=(value,))
+    return strategy.experimental_local_results(out)[0]
+
+  return lambda flag: bool(any_flag(tf.constant(1.0 if flag else 0.0)) > 0)
+
+
+class PreemptionGuard:
+  """The action that turns a termination signal into a saved, resumable stop."""
+
+  def __init__(self, *, checkpointer, strategy, grace_seconds: float = 300.0):
+    """Args:
+      checkpointer: saves the state at the agreed step.
+      strategy: the run's strategy (workers agree through it).
+      grace_seconds: after the first signal, exit at once if the run has not
+        saved and stopped within this many seconds (0: wait indefinitely).
+    """
+    self.checkpointer, self.grace_seconds = checkpointer, grace_seconds
+    self.any_worker = make_any_worker_flag(strategy)
+    self.signalled = None  # The first signal's number, once received.
+    self._previous = {}
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.signalled is not None:
+      print(f'second signal {signum}: exiting now; the last checkpoint '
+            'written is kept.', flush=True)
+      os._exit(128 + signum)  # pylint: disable=protected-access
+    self.signalled = signum
+    print(f'signal {signum}: finishing this loop, then saving and stopping '
+          f'(again to exit at once; grace {self.grace_seconds:g} s).',
+          flush=True)
+    if self.grace_seconds:
+      timer = threading.Timer(self.grace_seconds, self._out_of_time, [signum])
+      timer.daemon = True
+      timer.start()
+
+  def _out_of_time(self, signum):
+    print(f'grace period of {self.grace_seconds:g} s over: exiting; the last '
+          'checkpoint written is kept.', flush=True)
+    os._exit(128 + signum)  # pylint: disable=protected-access
+
+  def _install(self):
+    if threading.current_thread() is not threading.main_thread():
+      return  # Signals reach the main thread only (a notebook's worker...).
+    for sig in SIGNALS:
+      self._previous[sig] = signal.signal(sig, self._handle)
+
+  def _restore(self):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    self._previous = {}
+
+  def __call__(self, event):
+    if isinstance(event, ev.RunStart):
+      self._install()
+    elif isinstance(event, ev.LoopEnd):
+      if self.any_worker(self.signalled is not None):
+        began = time.time()
+        path = self.checkpointer.save(event.step)
+        print(f'preempted at step {event.step}: saved {path} in '
+              f'{time.time() - began:.1f} s; rerun the same command to '
+              'resume.', flush=True)
+        return ev.Decision(status='aborted', stop=True, preempted=True)
+    elif isinstance(event, ev.RunEnd):
+      self._restore()
+    return None
