@@ -206,7 +206,20 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
 # -- Command line ---------------------------------------------------------------
 
 
+# Errors whose message says what to do: printed as one line, exit code 2.
+USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
+               FloatingPointError)
+EXIT_USER_ERROR = 2
+
+
+def experiment_files() -> list[str]:
+  folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'gin')
+  return sorted(f'gin/{name}' for name in os.listdir(folder)
+                if name.endswith('.gin') and name != 'run.gin')
+
+
 def define_flags():
+  flags.DEFINE_bool('verbose', False, 'Show the traceback of an error.')
   flags.DEFINE_multi_string('gin_file', [], 'Gin config files, in order.')
   flags.DEFINE_multi_string('gin_param', [],
                             'Gin bindings, e.g. "DATA_DIR=\'gs://b/d\'".')
@@ -216,9 +229,25 @@ def define_flags():
 
 
 def main(argv, sugar_bindings):
+  """The command line: a user error is one line on stderr and exit code 2
+  (--verbose shows the traceback)."""
+  try:
+    return run_command(argv, sugar_bindings)
+  except USER_ERRORS as e:
+    if flags.FLAGS.verbose:
+      raise
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    print(f'error: {lines[0]}', file=sys.stderr, flush=True)
+    return EXIT_USER_ERROR
+
+
+def run_command(argv, sugar_bindings):
   del argv
   import train as this_module  # The module gin files configure, not __main__.
   flag_values = flags.FLAGS
+  if not flag_values.gin_file:
+    raise ValueError('Pass an experiment with --gin_file, one of: ' +
+                     ', '.join(experiment_files()) + '.')
   gin_setup.parse(
       flag_values.gin_file,
       list(flag_values.gin_param) + sugar_bindings + [

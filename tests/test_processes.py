@@ -226,3 +226,18 @@ def test_workers_stop_together_when_one_is_preempted(quickstart_data,
   assert chief['step'] == other['step'] and 20 <= chief['step'] < 3000
   latest = tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
   assert latest.endswith(f'ckpt-{chief["step"]}')
+
+
+def test_user_errors_are_one_line_and_exit_2(tmp_path):
+  missing = run(train_cmd(str(tmp_path / 'nowhere'), str(tmp_path / 'a')))
+  assert missing.returncode == 2
+  assert 'Traceback' not in missing.stderr
+  last = missing.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: No input files match '") and 'DATA_DIR' in last
+  verbose = run(train_cmd(str(tmp_path / 'nowhere'), str(tmp_path / 'b'),
+                          '--verbose'))
+  assert verbose.returncode != 0 and 'Traceback' in verbose.stderr
+  no_experiment = run([helpers.PYTHON, 'train.py',
+                       f'--model_dir={tmp_path / "c"}'])
+  assert no_experiment.returncode == 2
+  assert 'gin/resnet_quickstart.gin' in no_experiment.stderr
