@@ -217,3 +217,30 @@ def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
     return tensor
   with tf.device(devices[0]):
     return tf.identity(tensor)
+
+
+def make_worker_sum(strategy, dtype=tf.float32):
+  """Returns fn(value, first_replica_only=False) -> the sum over workers.
+
+  Every worker passes its own host value (a Python float); the result, the
+  same on every worker, is their sum, or with `first_replica_only` the value
+  global replica 0 (on the chief) passed. With one worker (one process
+  drives all replicas, TPU pods included) the value comes back as is.
+  """
+  if num_workers(strategy) == 1:
+    return lambda value, first_replica_only=False: value
+
+  def replica_fn(value, first_only):
+    ctx = tf.distribute.get_replica_context()
+    if first_only:
+      value = tf.where(tf.equal(ctx.replica_id_in_sync_group, 0), value,
+                       tf.zeros_like(value))
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, placed(strategy, value))
+
+  @tf.function
+  def worker_sum(value, first_only):
+    out = strategy.run(replica_fn, args=(value, first_only))
+    return strategy.experimental_local_results(out)[0]
+
+  return lambda value, first_replica_only=False: float(worker_sum(
+      tf.constant(value, dtype), tf.constant(first_replica_only)))

@@ -105,15 +105,11 @@ class BertPretrainingInput:
 
     def one_epoch(epoch):
       """Epoch `epoch`: its file order and record order from (seed, epoch)."""
-      mine, record_shard = records.host_shard(files, input_context)
       seed = records.epoch_seed(self.seed, epoch)
-      ds = records.interleave_files(mine, cycle_length=self.cycle_length,
-                                    deterministic=self.deterministic,
-                                    shuffle_seed=seed)
-      if record_shard:
-        ds = ds.shard(*record_shard)
-      return ds.shuffle(self.shuffle_buffer, seed=seed,
-                        reshuffle_each_iteration=False)
+      return records.host_records(
+          files, input_context, cycle_length=self.cycle_length,
+          deterministic=self.deterministic, shuffle_seed=seed).shuffle(
+              self.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
 
     ds = records.epochs(
         one_epoch, start_record=start_step * batch * replicas_per_host,

@@ -125,17 +125,6 @@ class ImageNetInput:
     with tf.control_dependencies([check]):
       return parsed[IMAGE_KEY], tf.cast(label, tf.int32)
 
-  def _raw_records(self, input_context, pattern, *, shuffle_seed,
-                   deterministic):
-    files, record_shard = records.host_shard(records.list_files(pattern),
-                                             input_context)
-    ds = records.interleave_files(
-        files, cycle_length=self.interleave_cycle,
-        deterministic=deterministic, shuffle_seed=shuffle_seed)
-    if record_shard:
-      ds = ds.shard(*record_shard)
-    return ds
-
   def _drop_bad(self, ds):
     return ds.ignore_errors(log_warning=True) if self.on_bad_image == 'skip' \
         else ds
@@ -160,10 +149,13 @@ class ImageNetInput:
     image_size = self.image_size
     decoded = self.cache == 'decoded'
 
+    files = records.list_files(self.train_files)
+
     def parsed(epoch):
-      ds = self._raw_records(input_context, self.train_files,
-                             shuffle_seed=records.epoch_seed(self.seed, epoch),
-                             deterministic=self.deterministic)
+      ds = records.host_records(
+          files, input_context, cycle_length=self.interleave_cycle,
+          deterministic=self.deterministic,
+          shuffle_seed=records.epoch_seed(self.seed, epoch))
       ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
       if decoded:
         ds = self._drop_bad(ds.map(
@@ -184,8 +176,7 @@ class ImageNetInput:
 
     ds = records.epochs(
         one_epoch, start_record=start_record,
-        count_records=lambda: records.host_record_count(
-            records.list_files(self.train_files), input_context))
+        count_records=lambda: records.host_record_count(files, input_context))
 
     # Hosts number their examples alike: the host id keeps their crops apart.
     host_seed = tf.constant(
@@ -247,8 +238,10 @@ class ImageNetInput:
 
     # Always in file order: inference numbers samples by their position, and
     # an audit compares responses across runs.
-    ds = self._raw_records(input_context, self.eval_files, shuffle_seed=None,
-                           deterministic=True)
+    ds = records.host_records(
+        records.list_files(self.eval_files), input_context,
+        cycle_length=self.interleave_cycle, deterministic=True,
+        shuffle_seed=None)
 
     def preprocess(raw):
       image_bytes, label = self._parse(raw)

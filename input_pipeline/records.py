@@ -102,6 +102,18 @@ def interleave_files(files: list[str], *, cycle_length: int,
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 
+def host_records(files: list[str],
+                 input_context: tf.distribute.InputContext | None, *,
+                 cycle_length: int, deterministic: bool,
+                 shuffle_seed) -> tf.data.Dataset:
+  """This input pipeline's records: its files (or record shard) read in
+  parallel, the file order shuffled by `shuffle_seed` (None: file order)."""
+  mine, record_shard = host_shard(files, input_context)
+  ds = interleave_files(mine, cycle_length=cycle_length,
+                        deterministic=deterministic, shuffle_seed=shuffle_seed)
+  return ds.shard(*record_shard) if record_shard else ds
+
+
 def eval_steps(counts: list[int], per_host_batch: int) -> int:
   """Eval steps that let every host cover all of its examples."""
   return max(1, max(math.ceil(c / per_host_batch) for c in counts))

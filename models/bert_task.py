@@ -17,15 +17,15 @@ from input_pipeline.bert import BertPretrainingInput
 from models import bert_checkpoint
 from models.bert import Bert
 from training import losses
+from training.task import SumsOnly
 
 
-class BertPretrainingTask:
+class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
   """MLPerf BERT. Implements training.task.Task."""
 
   mlperf_benchmark = 'bert'
   quality_name = 'masked-LM accuracy'
   eval_sum_names = ('correct', 'weight', 'examples')
-  eval_output_dtypes = {}  # Masked-LM accuracy is a ratio of sums.
   higher_is_better = True
 
   def __init__(self, *, model: Callable[[], Bert], data: BertPretrainingInput,
@@ -91,13 +91,6 @@ class BertPretrainingTask:
     return {'correct': tf.reduce_sum(correct * weights),
             'weight': tf.reduce_sum(weights),
             'examples': tf.reduce_sum(batch['mask'])}
-
-  def eval_outputs(self, model, batch) -> dict:
-    del model, batch
-    return {}
-
-  def host_metric(self):
-    return None
 
   def serving_fn(self, model):
     """Token features -> masked-LM predicted ids and NSP logits."""

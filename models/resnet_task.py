@@ -14,9 +14,10 @@ from input_pipeline.image_preprocessing import normalize
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
 from training import losses
+from training.task import SumsOnly
 
 
-class ResNetTask:
+class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
   """ImageNet-style classification with a ResNet and top-1 accuracy.
 
   Implements training.task.Task.
@@ -25,7 +26,6 @@ class ResNetTask:
   mlperf_benchmark = 'resnet'
   quality_name = 'top-1 accuracy'
   eval_sum_names = ('correct', 'examples')
-  eval_output_dtypes = {}  # Top-1 is a sum: no host metric.
   higher_is_better = True
 
   def __init__(self, *, model: Callable[[], ResNet], data: ImageNetInput,
@@ -76,13 +76,6 @@ class ResNetTask:
     return {'correct': tf.reduce_sum(correct * batch['mask']),
             'examples': tf.reduce_sum(batch['mask'])}
 
-  def eval_outputs(self, model, batch) -> dict:
-    del model, batch
-    return {}
-
-  def host_metric(self):
-    return None
-
   def explain_input_error(self, error: Exception) -> str | None:
     """Names the undecodable images behind a decode failure, if that was it."""
     text = str(error).lower()
@@ -130,7 +123,7 @@ class ResNetTask:
     return float(metrics['correct']) / max(float(metrics['examples']), 1.0)
 
   def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
-    epochs = step * global_batch_size / self.data.num_train_examples
+    epochs = step / self.data.steps_per_epoch(global_batch_size)
     return float(math.floor(epochs)) if self.whole_epoch_nums else round(
         epochs, 4)
 

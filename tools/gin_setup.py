@@ -7,6 +7,7 @@ macro TASK, and all three build the task from it.
 
 import os
 
+from absl import app
 import gin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -15,7 +16,6 @@ GIN_SUGAR = '--gin.'
 
 def split_gin_sugar(argv: list[str]) -> tuple[list[str], list[str]]:
   """Turns `--gin.NAME=VALUE` arguments into gin bindings `NAME=VALUE`."""
-  from absl import app
   rest, bindings = [], []
   for arg in argv:
     if arg.startswith(GIN_SUGAR):

@@ -15,31 +15,6 @@ import tensorflow as tf
 from distribution import strategy as strategies
 
 
-def make_broadcast_from_first_replica(strategy):
-  """Returns fn(value: float) -> the value global replica 0 passed, everywhere.
-
-  Under MultiWorkerMirroredStrategy replica 0 lives on the chief; the other
-  workers' values are ignored. With a single worker (one process drives all
-  replicas, TPU pods included) there is nothing to broadcast. Float64, so the
-  workers see exactly the chief's figure.
-  """
-  if strategies.num_workers(strategy) == 1:
-    return lambda value: value
-
-  def replica_fn(value):
-    ctx = tf.distribute.get_replica_context()
-    mine = tf.where(tf.equal(ctx.replica_id_in_sync_group, 0), value,
-                    tf.zeros_like(value))
-    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, mine)
-
-  @tf.function
-  def broadcast(value):
-    out = strategy.run(replica_fn, args=(value,))
-    return strategy.experimental_local_results(out)[0]
-
-  return lambda value: float(broadcast(tf.constant(value, tf.float64)))
-
-
 class Evaluator:
   """Runs the eval loop over the whole eval set and computes the quality."""
 
@@ -61,14 +36,15 @@ class Evaluator:
     self.chief, self.expected_count = chief, expected_count
     self.steps_per_loop = steps_per_loop or steps
     self.host_metric = task.host_metric()
-    self._broadcast = (make_broadcast_from_first_replica(strategy)
-                       if self.host_metric is not None else None)
+    # Float64, so every worker sees exactly the chief's figure.
+    self._worker_sum = (strategies.make_worker_sum(strategy, tf.float64)
+                        if self.host_metric is not None else None)
 
   def compile(self) -> None:
     """Builds the eval loop with 0 steps (no eval happens)."""
     self.eval_loop(self.make_iterator(), tf.constant(0))
-    if self._broadcast:
-      self._broadcast(0.0)
+    if self._worker_sum:
+      self._worker_sum(0.0, first_replica_only=True)
 
   def evaluate(self) -> tuple[float, dict]:
     """Returns (quality, metrics): the sums and any host metric's values."""
@@ -101,7 +77,7 @@ class Evaluator:
     if self.chief:
       metrics.update(self.host_metric.result())
       quality = self.task.quality(metrics)
-    quality = self._broadcast(quality)
+    quality = self._worker_sum(quality, first_replica_only=True)
     return quality, metrics
 
 

@@ -16,31 +16,11 @@ import signal
 import threading
 import time
 
-import tensorflow as tf
-
 from distribution import strategy as strategies
 from training import events as ev
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again (resume from model_dir).
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def make_any_worker_flag(strategy):
-  """Returns fn(flag: bool) -> whether any worker passed True."""
-  if strategies.num_workers(strategy) == 1:
-    return lambda flag: flag
-
-  def replica_fn(value):
-    ctx = tf.distribute.get_replica_context()
-    return ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                          strategies.placed(strategy, value))
-
-  @tf.function
-  def any_flag(value):
-    out = strategy.run(replica_fn, args=(value,))
-    return strategy.experimental_local_results(out)[0]
-
-  return lambda flag: bool(any_flag(tf.constant(1.0 if flag else 0.0)) > 0)
 
 
 class PreemptionGuard:
@@ -54,7 +34,7 @@ class PreemptionGuard:
         saved and stopped within this many seconds (0: wait indefinitely).
     """
     self.checkpointer, self.grace_seconds = checkpointer, grace_seconds
-    self.any_worker = make_any_worker_flag(strategy)
+    self.worker_sum = strategies.make_worker_sum(strategy)
     self.signalled = None  # The first signal's number, once received.
     self._previous = {}
 
@@ -93,7 +73,8 @@ class PreemptionGuard:
     if isinstance(event, ev.RunStart):
       self._install()
     elif isinstance(event, ev.LoopEnd):
-      if self.any_worker(self.signalled is not None):
+      # Any worker signalled stops all of them at this same step.
+      if self.worker_sum(float(self.signalled is not None)) > 0:
         began = time.time()
         path = self.checkpointer.save(event.step)
         print(f'preempted at step {event.step}: saved {path} in '

@@ -181,6 +181,20 @@ class Task(Protocol):
     """The task's quality over LoadGen's responses."""
 
 
+class SumsOnly:
+  """The eval-output members of Task for a quality made of sums alone (no
+  host metric): ResNet top-1, BERT masked-LM accuracy."""
+
+  eval_output_dtypes: Mapping[str, tf.DType] = {}
+
+  def eval_outputs(self, model, batch) -> dict:
+    del model, batch
+    return {}
+
+  def host_metric(self) -> None:
+    return None
+
+
 def reaches(quality: float, target: float, higher_is_better: bool) -> bool:
   """Whether `quality` meets `target` in the task's direction."""
   return quality >= target if higher_is_better else quality <= target
