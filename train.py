@@ -69,7 +69,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           submission: mlperf_log.Submission = mlperf_log.Submission(),
           actions: Sequence[Callable] = (), deterministic: bool = False,
           eval_steps_per_loop: int = 0,
-          preemption_grace_seconds: float = 300.0) -> controller_lib.Result:
+          preemption_grace_seconds: float = 300.0,
+          restart: bool = False) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -90,6 +91,9 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     preemption_grace_seconds: after SIGTERM/SIGINT, the run finishes its
       loop, saves and exits with training.preemption.EXIT_PREEMPTED; if that
       takes longer than this, it exits at once (0: no limit).
+    restart: start from step 0 when model_dir holds checkpoints of which
+      none restores (they are kept, moved to checkpoints/damaged/). Without
+      it such a run stops with an error naming them.
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
@@ -111,14 +115,15 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
                   dist=dist, chief=chief, mlperf=mlperf,
                   extra_actions=actions,
                   eval_steps_per_loop=eval_steps_per_loop,
-                  preemption_grace_seconds=preemption_grace_seconds)
+                  preemption_grace_seconds=preemption_grace_seconds,
+                  restart=restart)
   finally:
     mlperf.close()
 
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
-           preemption_grace_seconds):
+           preemption_grace_seconds, restart):
   replicas = dist.num_replicas_in_sync
   strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
@@ -136,8 +141,20 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   worker_id = strategies.worker_id(dist)
   checkpointer = checkpoints.Checkpointer(
       model_dir=model_dir, chief=chief, worker_id=worker_id,
-      max_to_keep=schedule.max_checkpoints, model=model,
+      max_to_keep=schedule.max_checkpoints, restart=restart, model=model,
       optimizer=optimizer.slots, step=step)
+  worker_sum = strategies.make_worker_sum(dist, tf.float64)
+
+  def check_start(start_step):
+    # A read error on one worker only would leave the workers at different
+    # steps with different weights: stop instead.
+    chief_step = worker_sum(start_step, first_replica_only=True)
+    if worker_sum((start_step - chief_step) ** 2):
+      raise RuntimeError(
+          f'Worker {worker_id} restored step {start_step}, the chief step '
+          f'{chief_step:.0f}: the workers read different checkpoints from '
+          f'{checkpointer.directory}. Rerun; if it repeats, check that every '
+          'worker sees the same files.')
 
   def make_train_iterator(start_step):
     return iter(dist.distribute_datasets_from_function(
@@ -197,7 +214,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       schedule=schedule, total_steps=total_steps,
       steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,
       actions=run_actions, learning_rate=lr,
-      explain_input_error=task.explain_input_error)
+      explain_input_error=task.explain_input_error, check_start=check_start)
   result = controller.run()
   result.model = model
   return result

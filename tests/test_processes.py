@@ -111,7 +111,7 @@ def assert_same_weights(a, b):
     np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
-def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path,
+def test_killed_or_damaged_runs_resume_to_the_same_weights(quickstart_data, tmp_path,
                                                 uninterrupted):
   params = RESUME_PARAMS
   killed = str(tmp_path / 'killed')
@@ -134,6 +134,20 @@ def test_killed_run_resumes_to_the_same_weights(quickstart_data, tmp_path,
 
   resumed = run(train_cmd(quickstart_data, killed, *params))
   assert f'resumed from {latest} at step {killed_at}' in resumed.stdout
+  assert_same_weights(uninterrupted, final_weights(killed))
+
+  # The final checkpoint's data file truncated: the next run names it, sets
+  # it aside, resumes from the one before and trains to the same weights.
+  folder = os.path.join(killed, 'checkpoints')
+  data = os.path.join(folder, 'ckpt-120.data-00000-of-00001')
+  with open(data, 'r+b') as f:
+    f.truncate(os.path.getsize(data) // 2)
+  again = run(train_cmd(quickstart_data, killed, *params))
+  assert again.returncode in (0, 1), again.stderr[-3000:]
+  assert (f'skipped checkpoint {folder}/ckpt-120: cannot be read '
+          '(IndexError: Read less bytes than requested)') in again.stdout
+  assert f'resumed from {folder}/ckpt-110 at step 110' in again.stdout
+  assert os.listdir(os.path.join(folder, 'damaged')) == ['ckpt-120']
   assert_same_weights(uninterrupted, final_weights(killed))
 
 

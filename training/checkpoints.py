@@ -1,66 +1,252 @@
-"""Checkpoint save/restore with a clear error for a foreign checkpoint.
+"""Checkpoints a run can trust: damaged ones set aside, rotation kept safe.
+
+Restore walks the run's checkpoints newest first. One that fails to read
+(truncated or missing data file, unreadable index, checksum mismatch) is
+named, moved to `<folder>/damaged/` with the reason beside it (never
+deleted), and the next older one is tried. A run that finds checkpoints but
+can restore none refuses to start from step 0 unless told to (`restart`).
+A checkpoint of another model or configuration is an error, not damage.
+
+Rotation deletes only checkpoints of this run's line (the state file's list,
+as restored, plus what this run wrote), and only after the checkpoint just
+written reads back, so the last good checkpoint is never the one deleted.
 
 Under MultiWorkerMirroredStrategy every worker must take part in a save; only
 the chief writes into model_dir, the others write to a scratch folder they
-delete afterwards. Every worker restores from the chief's folder.
+delete afterwards. Every worker restores from the chief's folder; only the
+chief moves damaged checkpoints aside.
 """
 
+import dataclasses
 import os
+import re
+import time
 
 import tensorflow as tf
+
+DAMAGED_FOLDER = 'damaged'
+_PREFIX = re.compile(r'ckpt-(\d+)$')
+# Read failures that mean the files are bad. Transient storage errors
+# (unavailable, deadline, permission) are not damage: they propagate.
+_DAMAGE = (IndexError, tf.errors.DataLossError, tf.errors.NotFoundError,
+           tf.errors.OutOfRangeError)
+
+
+def _is_damage(error: BaseException) -> bool:
+  # A missing data file or an index that is not an SSTable comes back as a
+  # plain OpError with code UNKNOWN.
+  return isinstance(error, _DAMAGE) or (
+      type(error) is tf.errors.OpError and  # pylint: disable=unidiomatic-typecheck
+      error.error_code == tf.errors.UNKNOWN)
+
+
+def _first_line(error: BaseException) -> str:
+  lines = str(error).strip().splitlines()
+  return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def step_of(prefix: str) -> int:
+  match = _PREFIX.search(os.path.basename(prefix))
+  return int(match.group(1)) if match else -1
+
+
+@dataclasses.dataclass
+class Restored:
+  """What restore found: the path restored (None: starting at step 0) and
+  one line per checkpoint skipped, saying why and where it went."""
+  path: str | None
+  skipped: list[str]
 
 
 class Checkpointer:
   """Saves and restores the training state of one run."""
 
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
-               max_to_keep: int = 3, folder: str = 'checkpoints', **objects):
+               max_to_keep: int = 3, folder: str = 'checkpoints',
+               restart: bool = False, **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
       worker_id: names the scratch folder of a non-chief worker.
-      max_to_keep: checkpoints kept on disk.
+      max_to_keep: checkpoints of this run kept on disk.
       folder: the checkpoints' folder inside model_dir.
+      restart: start from step 0 when checkpoints exist but none restores
+        (they stay on disk, set aside).
       **objects: trackables to save (model, optimizer slots, step, ...).
     """
+    if max_to_keep < 1:
+      raise ValueError(f'`max_checkpoints` must be at least 1, got '
+                       f'{max_to_keep}.')
     self.directory = os.path.join(model_dir, folder)
+    self.chief, self.max_to_keep, self.restart = chief, max_to_keep, restart
     self.last_saved_step = None
+    self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
-    write_dir = (self.directory if chief else
-                 os.path.join(model_dir, 'worker_scratch',
-                              f'{folder}-{worker_id}'))
-    self._scratch = None if chief else write_dir
-    self._manager = tf.train.CheckpointManager(self.checkpoint, write_dir,
-                                               max_to_keep=max_to_keep)
+    self._write_dir = (self.directory if chief else
+                       os.path.join(model_dir, 'worker_scratch',
+                                    f'{folder}-{worker_id}'))
+    self._kept = [p for p in self._listed() if self._exists(p)]
+
+  # -- What is on disk ----------------------------------------------------------
+
+  def _listed(self) -> list[str]:
+    """The state file's checkpoints, oldest first ([] if absent or bad)."""
+    try:
+      state = tf.train.get_checkpoint_state(self.directory)
+    except (tf.errors.OpError, ValueError) as e:  # A damaged state file.
+      print(f'warning: cannot read {self.directory}/checkpoint '
+            f'({_first_line(e)}); looking for checkpoint files instead.',
+            flush=True)
+      return []
+    if state is None:
+      return []
+    return [os.path.join(self.directory, os.path.basename(p))
+            for p in state.all_model_checkpoint_paths]
+
+  @staticmethod
+  def _exists(prefix: str) -> bool:
+    return tf.io.gfile.exists(prefix + '.index')
+
+  def _candidates(self) -> list[str]:
+    """Checkpoints to try, newest first: listed ones and any `ckpt-N.index`
+    on disk (a lost or stale state file hides nothing)."""
+    on_disk = [p[:-len('.index')] for p in
+               tf.io.gfile.glob(os.path.join(self.directory, 'ckpt-*.index'))]
+    found = {p for p in self._listed() + on_disk if step_of(p) >= 0}
+    return sorted(found, key=step_of, reverse=True)
+
+  def set_aside(self) -> list[str]:
+    """Checkpoints earlier restores moved to the damaged folder."""
+    folder = os.path.join(self.directory, DAMAGED_FOLDER)
+    if not tf.io.gfile.isdir(folder):
+      return []
+    return sorted(os.path.join(folder, name)
+                  for name in tf.io.gfile.listdir(folder))
 
   def latest(self) -> str | None:
-    return tf.train.latest_checkpoint(self.directory)
+    return self._kept[-1] if self._kept else None
 
-  def restore_latest(self) -> str | None:
-    """Restores the newest checkpoint in model_dir, if any.
+  # -- Restore ----------------------------------------------------------------
+
+  def _values(self) -> list:
+    root = tf.train.Checkpoint(**self._objects)  # The view holds a weakref.
+    return [(v, v.numpy()) for v in tf.train.TrackableView(root).descendants()
+            if isinstance(v, tf.Variable)]
+
+  def _move_aside(self, prefix: str, reason: str) -> str:
+    """Moves a checkpoint's files to damaged/<name>[.k]/ with reason.txt."""
+    name = os.path.basename(prefix)
+    target = os.path.join(self.directory, DAMAGED_FOLDER, name)
+    k = 1
+    while tf.io.gfile.exists(target):
+      k += 1
+      target = os.path.join(self.directory, DAMAGED_FOLDER, f'{name}.{k}')
+    tf.io.gfile.makedirs(target)
+    for path in tf.io.gfile.glob(prefix + '.*'):
+      tf.io.gfile.rename(path, os.path.join(target, os.path.basename(path)))
+    with tf.io.gfile.GFile(os.path.join(target, 'reason.txt'), 'w') as f:
+      f.write(f'{time.strftime("%Y-%m-%d %H:%M:%S")} restore of {prefix} '
+              f'failed: {reason}\n')
+    return target
+
+  def restore_latest(self) -> Restored:
+    """Restores the newest checkpoint that reads, setting damaged ones aside.
 
     Returns:
-      The restored path, or None when model_dir holds no checkpoint.
+      The restored path (None when starting from step 0) and what was
+      skipped.
 
     Raises:
-      ValueError: the checkpoint belongs to another model or configuration.
+      ValueError: a checkpoint belongs to another model or configuration,
+        or checkpoints exist but none restores and `restart` is off.
     """
-    path = self.latest()
-    if path is None:
-      return None
-    try:
-      self.checkpoint.restore(path).assert_consumed()
-    except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
-      detail = str(e).splitlines()[0][:500]
+    skipped, earlier = [], self.set_aside()
+    # On one host a failed read assigns nothing (one RestoreV2 before any
+    # assignment); across hosts the hosts read in turn. Starting over must
+    # start from the built values, so keep them when that may happen.
+    built = self._values() if self.restart else None
+    for prefix in self._candidates():
+      if not self._exists(prefix):
+        skipped.append(f'{prefix}: listed in the state file but its files '
+                       'are gone')
+        continue
+      # A fresh Checkpoint per attempt: a failed restore leaves pending
+      # reads on its Checkpoint that the next restore would retry.
+      attempt = tf.train.Checkpoint(**self._objects)
+      try:
+        attempt.restore(prefix).assert_consumed()
+      except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+        raise ValueError(
+            f'{prefix} is a checkpoint of a different model or configuration '
+            f'than this run ({_first_line(e)}). Use a new --model_dir, or '
+            f'delete {self.directory} to start over.') from e
+      except Exception as e:  # pylint: disable=broad-except
+        if not _is_damage(e):
+          raise
+        reason = f'{type(e).__name__}: {_first_line(e)}'
+        where = (f'set aside in {self._move_aside(prefix, reason)}'
+                 if self.chief else 'the chief sets it aside')
+        skipped.append(f'{prefix}: cannot be read ({reason}); {where}')
+        continue
+      self.checkpoint = attempt  # It holds the restored save_counter.
+      self._kept = [p for p in self._kept
+                    if step_of(p) < step_of(prefix) and self._exists(p)]
+      self._kept.append(prefix)
+      if self.chief and skipped:
+        self._write_state()
+      return Restored(prefix, skipped)
+    self._kept = []
+    if self.chief and skipped:
+      self._write_state()
+    if built and skipped:
+      for variable, value in built:
+        variable.assign(value)
+    found = skipped + [f'{p} (set aside by an earlier run)' for p in earlier]
+    if found and not self.restart:
       raise ValueError(
-          f'{path} is a checkpoint of a different model or configuration than '
-          f'this run ({detail}). Use a new --model_dir, or delete '
-          f'{self.directory} to start over.') from e
-    return path
+          f'{self.directory} holds checkpoints but none can be restored: '
+          f'{"; ".join(found)}. Nothing was deleted. To start this run over '
+          'from step 0, rerun with --gin.train.train.restart=True; or use a '
+          'new --model_dir.')
+    return Restored(None, skipped)
+
+  # -- Save -------------------------------------------------------------------
+
+  def _write_state(self) -> None:
+    # The standard state file, so tf.train.latest_checkpoint and TensorBoard
+    # read it; written atomically by TensorFlow.
+    tf.compat.v1.train.update_checkpoint_state(
+        self.directory, self._kept[-1] if self._kept else '',
+        all_model_checkpoint_paths=self._kept)
+
+  @staticmethod
+  def _reads_back(prefix: str) -> bool:
+    try:
+      tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+      return bool(tf.io.gfile.glob(prefix + '.data-*'))
+    except Exception:  # pylint: disable=broad-except
+      return False
 
   def save(self, step: int) -> str:
-    path = self._manager.save(checkpoint_number=step)
-    if self._scratch:
-      tf.io.gfile.rmtree(self._scratch)
+    """Writes the state at `step`, then rotates this run's old checkpoints."""
+    path = os.path.join(self._write_dir, f'ckpt-{step}')
+    # As tf.train.CheckpointManager does: checkpoints carry save_counter, so
+    # those written before this class (and by the manager) still match.
+    self.checkpoint.save_counter.assign_add(1)
+    self.checkpoint.write(path)
     self.last_saved_step = step
+    if not self.chief:
+      tf.io.gfile.rmtree(self._write_dir)
+      return path
+    self._kept = [p for p in self._kept if p != path] + [path]
+    self._write_state()
+    if not self._reads_back(path):
+      print(f'warning: {path} does not read back; older checkpoints are '
+            'kept.', flush=True)
+      return path
+    while len(self._kept) > self.max_to_keep:
+      old = self._kept.pop(0)
+      for name in tf.io.gfile.glob(old + '.*'):
+        tf.io.gfile.remove(name)
+    self._write_state()
     return path

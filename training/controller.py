@@ -105,7 +105,8 @@ class Controller:
                evaluator, step: tf.Variable, schedule: RunSchedule,
                total_steps: int, steps_per_epoch: float, checkpointer,
                actions: Sequence[ev.Action], learning_rate: Callable,
-               explain_input_error: Callable = lambda e: None):
+               explain_input_error: Callable = lambda e: None,
+               check_start: Callable[[int], None] = lambda step: None):
     """Args:
       train_loop: train_loop(iterator, num_steps) -> mean loss (step.py).
       make_train_iterator: start_step -> the training iterator there.
@@ -114,10 +115,13 @@ class Controller:
       schedule: the run's schedule.
       total_steps: the step budget.
       steps_per_epoch: for the epoch of each evaluation (0: unknown).
-      checkpointer: restore_latest(), save(step), last_saved_step.
+      checkpointer: restore_latest() -> checkpoints.Restored, save(step),
+        last_saved_step.
       actions: called with every event, in order.
       learning_rate: the schedule, for the progress line.
       explain_input_error: an input error -> a message naming the bad input.
+      check_start: called with the restored step; raises if the workers of
+        a multi-worker run restored different steps.
     """
     schedule.validate(total_steps)
     self.train_loop, self.evaluator = train_loop, evaluator
@@ -127,7 +131,9 @@ class Controller:
     self.checkpointer, self.actions = checkpointer, list(actions)
     self.learning_rate = learning_rate
     self.explain_input_error = explain_input_error
+    self.check_start = check_start
     self.train_iterator = None
+    self.resumed_from = None
 
   def _notify(self, event) -> list[ev.Decision]:
     return ev.notify(self.actions, event)
@@ -147,9 +153,13 @@ class Controller:
     loops by running them with 0 steps (no state changes). Returns the step.
     """
     restored = self.checkpointer.restore_latest()
+    for line in restored.skipped:
+      print(f'skipped checkpoint {line}', flush=True)
     start = int(self.step.numpy())
-    if restored:
-      print(f'resumed from {restored} at step {start}', flush=True)
+    self.check_start(start)
+    self.resumed_from = restored.path
+    if restored.path:
+      print(f'resumed from {restored.path} at step {start}', flush=True)
     self.train_iterator = self.make_train_iterator(start)
     self.train_loop(self.train_iterator, tf.constant(0))
     self.evaluator.compile()
@@ -163,7 +173,7 @@ class Controller:
     exception (a NaN loss keeps the last good checkpoint instead).
     """
     start = self.restore_and_compile()
-    self._notify(ev.InitEnd(step=start))
+    self._notify(ev.InitEnd(step=start, resumed_from=self.resumed_from))
     self._notify(ev.RunStart(step=start))
     run_start = time.time()
     try:

@@ -17,8 +17,12 @@ class InitStart:
 
 @dataclasses.dataclass(frozen=True)
 class InitEnd:
-  """Model built, checkpoint restored, loops compiled (MLPerf init_stop)."""
+  """Model built, checkpoint restored, loops compiled (MLPerf init_stop).
+
+  resumed_from is the checkpoint restored (None: a run from step 0).
+  """
   step: int
+  resumed_from: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from training import actions
+from training import checkpoints
 from training import controller as controller_lib
 from training import events as ev
 from training import mlperf_log
@@ -19,9 +20,9 @@ class FakeCheckpointer:
 
   def restore_latest(self):
     if self.restore_to is None:
-      return None
+      return checkpoints.Restored(None, [])
     self.step.assign(self.restore_to)
-    return f'ckpt-{self.restore_to}'
+    return checkpoints.Restored(f'ckpt-{self.restore_to}', [])
 
   def latest(self):
     return f'ckpt-{self.saved[-1]}' if self.saved else None

@@ -1,12 +1,9 @@
-"""Learning-rate schedules as gin bindings; the Checkpointer on small state."""
-
-import os
+"""Learning-rate schedules as gin bindings; optimizers against NumPy."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from training import checkpoints
 from training import optimizers
 from training import schedules
 
@@ -61,38 +58,3 @@ def test_adam_matches_numpy():
     m, s = 0.9 * m + 0.1 * g, 0.99 * s + 0.01 * g * g
     w = w - 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(s / (1 - 0.99**t)) + 1e-8)
   np.testing.assert_allclose(v.numpy(), w, rtol=1e-6)
-
-
-def test_checkpointer_saves_restores_and_refuses_another_model(tmp_path):
-  a = tf.Variable([1.0, 2.0])
-  step = tf.Variable(0, dtype=tf.int64)
-  saver = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True,
-                                   max_to_keep=2, a=a, step=step)
-  assert saver.restore_latest() is None
-  for s in (2, 4, 6):
-    step.assign(s)
-    a.assign_add([1.0, 1.0])
-    saver.save(s)
-  assert saver.last_saved_step == 6
-  # Rotation keeps the newest two.
-  assert sorted(f for f in os.listdir(tmp_path / 'checkpoints')
-                if f.endswith('.index')) == ['ckpt-4.index', 'ckpt-6.index']
-  b, step_b = tf.Variable([0.0, 0.0]), tf.Variable(0, dtype=tf.int64)
-  again = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True, a=b,
-                                   step=step_b)
-  assert again.restore_latest().endswith('ckpt-6')
-  np.testing.assert_array_equal(b.numpy(), [4.0, 5.0])
-  assert int(step_b.numpy()) == 6
-  other = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True,
-                                   c=tf.Variable(1.0))
-  with pytest.raises(ValueError, match='different model'):
-    other.restore_latest()
-
-
-def test_non_chief_writes_to_scratch_and_removes_it(tmp_path):
-  a = tf.Variable(1.0)
-  saver = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=False,
-                                   worker_id=1, a=a)
-  saver.save(1)
-  assert not os.path.exists(tmp_path / 'checkpoints')
-  assert os.listdir(tmp_path / 'worker_scratch') == []
