@@ -36,6 +36,7 @@ from training import evaluator as evaluator_lib
 from training import events
 from training import mlperf_log
 from training import preemption
+from training import run_lock
 from training import step as step_lib
 from training.task import Optimizer
 from training.task import Task
@@ -103,6 +104,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     tf.config.experimental.enable_op_determinism()
   dist = distribution.make()
   chief = strategies.is_chief(dist)
+  worker_sum = strategies.make_worker_sum(dist, tf.float64)
+  lock = lock_model_dir(model_dir, chief, worker_sum)
   mlperf = mlperf_log.MlperfLog(
       path=os.path.join(model_dir, 'mlperf.log') if chief else None,
       benchmark=task.mlperf_benchmark, submission=submission,
@@ -116,14 +119,33 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
                   extra_actions=actions,
                   eval_steps_per_loop=eval_steps_per_loop,
                   preemption_grace_seconds=preemption_grace_seconds,
-                  restart=restart)
+                  restart=restart, worker_sum=worker_sum, lock=lock)
   finally:
     mlperf.close()
+    if lock:
+      lock.release()
+
+
+def lock_model_dir(model_dir: str, chief: bool, worker_sum):
+  """The chief locks model_dir for the whole job; all workers learn whether
+  it could (a refused chief alone would leave the others waiting)."""
+  lock, refused = None, None
+  if chief:
+    lock = run_lock.for_model_dir(model_dir)
+    try:
+      lock.acquire()
+    except run_lock.ModelDirInUse as e:
+      refused = e
+  if worker_sum(0.0 if refused else 1.0, first_replica_only=True) != 1.0:
+    raise refused or run_lock.ModelDirInUse(
+        f'The chief could not lock --model_dir={model_dir}: another run '
+        'uses it (the chief\'s output names it).')
+  return lock
 
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
-           preemption_grace_seconds, restart):
+           preemption_grace_seconds, restart, worker_sum, lock):
   replicas = dist.num_replicas_in_sync
   strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
@@ -143,7 +165,6 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       model_dir=model_dir, chief=chief, worker_id=worker_id,
       max_to_keep=schedule.max_checkpoints, restart=restart, model=model,
       optimizer=optimizer.slots, step=step)
-  worker_sum = strategies.make_worker_sum(dist, tf.float64)
 
   def check_start(start_step):
     # A read error on one worker only would leave the workers at different
@@ -189,6 +210,11 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
                                    task=task, chief=chief, worker_id=worker_id)
   run_actions = [
+      actions_lib.LockGuard(lock=lock, worker_sum=worker_sum,
+                            on_lost=mlperf.close),
+      actions_lib.ConfigFile(
+          path=os.path.join(model_dir, 'config.gin') if chief else None,
+          text=gin.config_str()),
       actions_lib.NanGuard(checkpointer),
       actions_lib.ProgressLine(global_batch_size=schedule.global_batch_size,
                                target=task.target_quality,
@@ -225,7 +251,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
 
 # Errors whose message says what to do: printed as one line, exit code 2.
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
-               FloatingPointError)
+               FloatingPointError, run_lock.ModelDirInUse)
 EXIT_USER_ERROR = 2
 
 
@@ -273,8 +299,6 @@ def run_command(argv, sugar_bindings):
        if flag_values.tpu else []),
       finalize=True)
   model_dir = flag_values.model_dir
-  check_writable(model_dir)
-  write_text(os.path.join(model_dir, 'config.gin'), gin.config_str())
   result = gin.get_configurable(this_module.train)()
   write_text(os.path.join(model_dir, 'operative_config.gin'),
              gin.operative_config_str())

@@ -40,6 +40,8 @@ def main(local_data):
       'files': sorted(tf.io.gfile.listdir('gs://test/run')),
       'checkpoints': sorted(tf.io.gfile.listdir('gs://test/run/checkpoints')),
       'run_stops': log.count('"key": "run_stop"'),
+      'resumed': log.count('"key": "resumed_from_checkpoint"'),
+      'lock_left': tf.io.gfile.exists('gs://test/run/RUN_LOCK'),
   }))
 
 

@@ -186,6 +186,14 @@ def test_preempted_run_saves_where_it_stopped_and_resumes_exactly(
   assert resumed.returncode in (0, 1), resumed.stderr[-3000:]
   assert f'at step {reached}' in resumed.stdout
   assert_same_weights(uninterrupted, final_weights(preempted))
+  # Each attempt has its own log; the checker finds no key twice in either.
+  assert 'the earlier mlperf.log is now' in resumed.stdout
+  for name in ('mlperf.log.1', 'mlperf.log'):
+    checked = helpers.run_checker(os.path.join(preempted, name), '0.7.0',
+                                  str(tmp_path))
+    assert 'EXACTLY_ONE' not in checked.stdout + checked.stderr, name
+  assert 'resumed_from_checkpoint' in open(
+      os.path.join(preempted, 'mlperf.log')).read()
 
 
 def test_a_second_signal_exits_at_once_keeping_the_last_checkpoint(
@@ -213,6 +221,43 @@ def test_a_second_signal_exits_at_once_keeping_the_last_checkpoint(
   assert 'second signal' in text and 'preempted at step' not in text
   latest = tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
   assert int(latest.rsplit('-', 1)[1]) >= 400
+
+
+def test_a_second_run_into_a_live_model_dir_is_refused(quickstart_data,
+                                                      tmp_path):
+  model_dir = str(tmp_path / 'run')
+  params = [*RESUME_PARAMS, '--gin.TRAIN_STEPS=100000',
+            '--gin.EVAL_EVERY_STEPS=100000', '--gin.CHECKPOINT_EVERY_STEPS=0']
+  first = subprocess.Popen(train_cmd(quickstart_data, model_dir, *params),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           env=ENV, cwd=helpers.ROOT, text=True)
+  try:
+    for line in first.stdout:
+      if line.startswith('step '):  # Under way: config and log written.
+        break
+    config = open(os.path.join(model_dir, 'config.gin')).read()
+    second = run(train_cmd(quickstart_data, model_dir, *params,
+                           '--gin.SEED=7'))
+    assert second.returncode == 2, second.stderr[-3000:]
+    last = second.stderr.strip().splitlines()[-1]
+    assert last.startswith(f'error: --model_dir={model_dir} is in use by '
+                           f'another run (host ') and (
+                               f'pid {first.pid}, started ' in last), last
+    assert open(os.path.join(model_dir, 'config.gin')).read() == config
+    assert sorted(os.listdir(model_dir)) == [
+        'RUN_LOCK', 'config.gin', 'eval', 'mlperf.log', 'train']
+    log = open(os.path.join(model_dir, 'mlperf.log')).read()
+    assert log.count('"key": "init_start"') == 1
+  finally:
+    first.kill()
+    first.wait()
+  # Killed, the first run no longer holds the lock: a new run may start.
+  third = run(train_cmd(
+      quickstart_data, model_dir, *RESUME_PARAMS, '--gin.TRAIN_STEPS=2',
+      '--gin.training.schedules.PolynomialWarmup.warmup_epochs=0.01'))
+  assert third.returncode in (0, 1), third.stderr[-3000:]
+  assert 'RUN_LOCK' not in os.listdir(model_dir)
+  assert os.listdir(model_dir).count('mlperf.log.1') == 1
 
 
 def test_workers_stop_together_when_one_is_preempted(quickstart_data,
@@ -248,6 +293,8 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
   assert 'Traceback' not in missing.stderr
   last = missing.stderr.strip().splitlines()[-1]
   assert last.startswith("error: No input files match '") and 'DATA_DIR' in last
+  # A failed start writes no config.gin, no mlperf.log, and leaves no lock.
+  assert os.listdir(tmp_path / 'a') == []
   verbose = run(train_cmd(str(tmp_path / 'nowhere'), str(tmp_path / 'b'),
                           '--verbose'))
   assert verbose.returncode != 0 and 'Traceback' in verbose.stderr

@@ -13,11 +13,19 @@ under `unshare -mn` as root), this tool:
   3. starts `gcp-storage-emulator` (in memory) and a TLS reverse proxy on
      127.0.0.1:443 in front of it (de-chunking request bodies and rewriting
      http:// Location headers to https://);
-  4. runs the command with CURL_CA_BUNDLE pointing at the CA and
-     GOOGLE_AUTH_TOKEN_FOR_TESTING set, and exits with its exit code.
+  4. runs the command with CURL_CA_BUNDLE pointing at the CA,
+     GOOGLE_AUTH_TOKEN_FOR_TESTING set and STORAGE_EMULATOR_HOST naming the
+     emulator (so the google-cloud-storage client sees the same bucket), and
+     exits with its exit code.
 Nothing outside the namespace is touched.
+
+The emulator enforces `ifGenerationMatch` on uploads and deletes, as GCS
+does (gcp-storage-emulator ignores it); the gs:// run lock relies on it.
+The Python client alone needs no root: `start_emulator` and
+STORAGE_EMULATOR_HOST=http://127.0.0.1:PORT.
 """
 
+import http
 import http.client
 import http.server
 import os
@@ -36,6 +44,51 @@ HOP_BY_HOP = {'connection', 'keep-alive', 'transfer-encoding', 'expect',
               'content-length', 'proxy-connection', 'upgrade', 'te'}
 
 
+def _object_name(request, handler_name: str) -> str:
+  if handler_name == 'delete':
+    return request.params['object_id']
+  if 'name' in request.query:
+    return request.query['name'][0]
+  return request.data['meta'].get('name')  # A multipart upload.
+
+
+def _enforce_generation_preconditions() -> None:
+  """Makes uploads and deletes honour ifGenerationMatch (412 otherwise)."""
+  from gcp_storage_emulator import server
+  from gcp_storage_emulator.exceptions import NotFound
+  from gcp_storage_emulator.handlers import objects
+
+  def checked(handler):
+    if getattr(handler, 'checks_generation', False):
+      return handler
+
+    def wrapped(request, response, storage, *args, **kwargs):
+      wanted = request.query.get('ifGenerationMatch')
+      if wanted:
+        try:
+          current = storage.get_file_obj(request.params['bucket_name'],
+                                         _object_name(request,
+                                                      handler.__name__))
+          generation = str(current['generation'])
+        except NotFound:
+          generation = '0'
+        if generation != wanted[0]:
+          response.status = http.HTTPStatus.PRECONDITION_FAILED
+          response.json({'error': {'code': 412,
+                                   'message': 'Precondition Failed'}})
+          return None
+      return handler(request, response, storage, *args, **kwargs)
+
+    wrapped.checks_generation = True
+    return wrapped
+
+  for _, handlers in server.HANDLERS:
+    for method, handler in handlers.items():
+      if handler in (objects.insert, objects.delete):
+        handlers[method] = checked(handler)
+  objects.insert = checked(objects.insert)
+
+
 def start_emulator(bucket: str):
   """Starts gcp-storage-emulator in memory with `bucket`; returns (server, port)."""
   from gcp_storage_emulator.handlers import objects
@@ -51,6 +104,7 @@ def start_emulator(bucket: str):
     return media_upload(request, response, storage)
 
   objects._media_upload = media_upload_allowing_empty_body  # pylint: disable=protected-access
+  _enforce_generation_preconditions()
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
@@ -160,7 +214,8 @@ def run(command: list[str], *, bucket: str) -> int:
     try:
       start_proxy(port, cert, key)
       env = dict(os.environ, CURL_CA_BUNDLE=ca,
-                 GOOGLE_AUTH_TOKEN_FOR_TESTING='dummy')
+                 GOOGLE_AUTH_TOKEN_FOR_TESTING='dummy',
+                 STORAGE_EMULATOR_HOST=f'http://127.0.0.1:{port}')
       return subprocess.run(command, env=env, check=False).returncode
     finally:
       emulator.stop()  # Its API thread is not a daemon.

@@ -23,6 +23,7 @@ import tensorflow as tf
 from training import checkpoints
 from training import events as ev
 from training import export
+from training import run_lock
 from training.task import reaches
 
 
@@ -139,6 +140,47 @@ class TargetTest:
         event.step >= self.first_eval_step):
       return ev.Decision(status='success', stop=self.stop_at_target)
     return None
+
+
+class ConfigFile:
+  """Writes the run's config (`<model_dir>/config.gin`) once it has started
+  (InitEnd): a start that fails leaves the earlier file as it was."""
+
+  def __init__(self, *, path: str | None, text: str):
+    """Args:
+      path: the file, or None on non-chief workers.
+      text: the config.
+    """
+    self.path, self.text = path, text
+
+  def __call__(self, event):
+    if isinstance(event, ev.InitEnd) and self.path:
+      with tf.io.gfile.GFile(self.path, 'w') as f:
+        f.write(self.text)
+
+
+class LockGuard:
+  """Stops every worker at the first loop end after the chief lost
+  model_dir's lock (training/run_lock.py) to another run, before this run
+  writes over that run's files."""
+
+  def __init__(self, *, lock, worker_sum, on_lost):
+    """Args:
+      lock: the chief's lock (None on other workers).
+      worker_sum: distribution.strategy.make_worker_sum's function.
+      on_lost: called first (the MLPerf log stops writing).
+    """
+    self.lock, self.worker_sum, self.on_lost = lock, worker_sum, on_lost
+
+  def __call__(self, event):
+    if not isinstance(event, ev.LoopEnd):
+      return
+    lost = self.lock.lost if self.lock else None
+    if self.worker_sum(1.0 if lost else 0.0) > 0:
+      self.on_lost()
+      raise run_lock.ModelDirInUse(
+          f'Stopped at step {event.step} without saving: '
+          f'{lost or "the chief lost the lock of model_dir"}.')
 
 
 class CheckpointSaver:

@@ -4,8 +4,15 @@
 `<model_dir>/mlperf.log` through `mlperf_logging.mllog`: submission info and
 init_start at InitStart; the hyper-parameters and init_stop at InitEnd;
 run_start; block_start/stop around the training between evaluations;
-eval_start, eval_accuracy and eval_stop; run_stop with its status. The file is
-appended to, so a resumed run keeps the earlier lines. Only the chief writes.
+eval_start, eval_accuracy and eval_stop; run_stop with its status. Only the
+chief writes.
+
+Each `mlperf.log` is one run's attempt, so the compliance checker reads it
+without duplicate keys: lines are held in memory until the run has started
+(InitEnd), so a start that fails writes nothing; then an older `mlperf.log`
+is renamed `mlperf.log.N` (1 the first attempt, 2 the next, ...) and the new
+file begins. A resumed attempt logs `resumed_from_checkpoint` (the path, with
+the step in its metadata): it is not a compliant timed run.
 """
 
 import dataclasses
@@ -34,15 +41,51 @@ class Submission:
   status: str = 'research'
 
 
-class _GFileHandler(logging.StreamHandler):
-  """A logging handler appending to a local or gs:// file, flushed per line."""
+RESUMED_FROM_CHECKPOINT = 'resumed_from_checkpoint'
+
+
+def rotate(path: str) -> str | None:
+  """Renames an existing `path` to `path.N`, N one more than any taken."""
+  if not tf.io.gfile.exists(path):
+    return None
+  taken = [name[len(path) + 1:] for name in tf.io.gfile.glob(path + '.*')]
+  n = 1 + max([int(t) for t in taken if t.isdigit()], default=0)
+  tf.io.gfile.rename(path, f'{path}.{n}')
+  return f'{path}.{n}'
+
+
+class _RunLogHandler(logging.Handler):
+  """Holds lines until `begin()`, then writes a fresh local or gs:// file,
+  flushed per line."""
 
   def __init__(self, path: str):
-    super().__init__(tf.io.gfile.GFile(path, 'a'))
+    super().__init__()
+    self.path, self.held, self.file = path, [], None
 
   def emit(self, record):
-    super().emit(record)
-    self.flush()
+    line = self.format(record) + '\n'
+    if self.file is None:
+      self.held.append(line)
+    else:
+      self.file.write(line)
+      self.file.flush()
+
+  def begin(self) -> str | None:
+    """Rotates an older log away and writes the held lines; returns where
+    the older log went."""
+    older = rotate(self.path)
+    self.file = tf.io.gfile.GFile(self.path, 'w')
+    self.file.write(''.join(self.held))
+    self.file.flush()
+    self.held = []
+    return older
+
+  def close(self):
+    if self.file is not None:
+      self.file.close()
+      self.file = None
+    self.held = []
+    super().close()
 
 
 class MlperfLogger:
@@ -55,8 +98,8 @@ class MlperfLogger:
     self._logger = logging.getLogger(f'mlperf.{id(self)}')
     self._logger.propagate = False
     self._logger.setLevel(logging.INFO)
-    self._handler = _GFileHandler(path) if path else logging.NullHandler()
-    self._logger.addHandler(self._handler)
+    self._handler = _RunLogHandler(path) if path else None
+    self._logger.addHandler(self._handler or logging.NullHandler())
     self._mllog = mllog.MLLogger(logger=self._logger, default_stack_offset=2)
 
   def event(self, key: str, value=None, metadata: dict | None = None):
@@ -68,9 +111,16 @@ class MlperfLogger:
   def end(self, key: str, value=None, metadata: dict | None = None):
     self._mllog.end(key=key, value=value, metadata=metadata)
 
+  def begin(self) -> str | None:
+    """Starts the file (held lines first); returns where an older log went."""
+    return self._handler.begin() if self._handler else None
+
   def close(self):
-    self._logger.removeHandler(self._handler)
-    self._handler.close()
+    """Ends the file; later events are dropped. Never begun: nothing written."""
+    if self._handler:
+      self._logger.removeHandler(self._handler)
+      self._handler.close()
+      self._handler = None
 
 
 class MlperfLog:
@@ -106,9 +156,15 @@ class MlperfLog:
       log.event(mlc.CACHE_CLEAR, True)
       log.start(mlc.INIT_START)
     elif isinstance(event, ev.InitEnd):
+      if event.resumed_from:
+        log.event(RESUMED_FROM_CHECKPOINT, event.resumed_from,
+                  metadata={'step': event.step})
       for key, value in self.hyperparameters.items():
         log.event(key, value)
       log.end(mlc.INIT_STOP)
+      older = log.begin()
+      if older:
+        print(f'the earlier mlperf.log is now {older}', flush=True)
     elif isinstance(event, ev.RunStart):
       log.start(mlc.RUN_START)
     elif isinstance(event, ev.LoopStart) and not self.block_open:

@@ -32,7 +32,11 @@ def test_training_reads_and_writes_gs_and_resumes_from_it(quickstart_data):
   assert report['exit_codes'] == [1, 1], report['stderr_tail']
   assert 'resumed from gs://test/run/checkpoints/ckpt-4 at step 4' in (
       report['stdout'][1])
-  for name in ('config.gin', 'operative_config.gin', 'mlperf.log'):
+  for name in ('config.gin', 'operative_config.gin', 'mlperf.log',
+               'mlperf.log.1'):
     assert name in report['files']
   assert 'ckpt-8.index' in report['checkpoints']
-  assert report['run_stops'] == 2  # The resumed run appended to the log.
+  # Each attempt has its own log; the resumed one says so. The runs took
+  # and released the gs:// lock.
+  assert report['run_stops'] == 1 and report['resumed'] == 1
+  assert not report['lock_left']

@@ -205,3 +205,46 @@ def test_mlperf_log_follows_the_events(tmp_path):
   assert blocks == [{'first_epoch_num': 0.0, 'epoch_count': 1.0},
                     {'first_epoch_num': 1.0, 'epoch_count': 1.0}]
   assert lines[-1]['metadata']['status'] == 'success'
+
+
+def new_log(path):
+  return mlperf_log.MlperfLog(
+      path=str(path), benchmark='resnet', submission=mlperf_log.Submission(),
+      epoch_num=lambda step: step / 4)
+
+
+def keys_of(path):
+  return [json.loads(l.split(':::MLLOG ')[1])['key']
+          for l in path.read_text().splitlines()]
+
+
+def test_a_start_that_fails_writes_no_mlperf_log(tmp_path):
+  path = tmp_path / 'mlperf.log'
+  path.write_text('the earlier run\n')
+  log = new_log(path)
+  ev.notify([log], ev.InitStart())
+  log.close()  # Failed before InitEnd.
+  assert path.read_text() == 'the earlier run\n'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['mlperf.log']
+
+
+def test_each_attempt_gets_its_own_log_and_a_resumed_one_says_so(tmp_path):
+  path = tmp_path / 'mlperf.log'
+  first = new_log(path)
+  ev.notify([first], ev.InitStart())
+  make(train_steps=8, extra_actions=[first])[0].run()
+  for attempt in (2, 3):
+    log = new_log(path)
+    ev.notify([log], ev.InitStart())
+    c, _, _, _ = make(train_steps=12, restore_to=8, extra_actions=[log])
+    c.run()
+    assert (tmp_path / f'mlperf.log.{attempt - 1}').exists()
+  assert keys_of(tmp_path / 'mlperf.log.1').count('init_start') == 1
+  assert 'resumed_from_checkpoint' not in keys_of(tmp_path / 'mlperf.log.1')
+  keys = keys_of(path)
+  assert keys.count('init_start') == 1 and keys.count('run_stop') == 1
+  assert keys.index('init_start') < keys.index('resumed_from_checkpoint') < (
+      keys.index('init_stop'))
+  resumed = [json.loads(l.split(':::MLLOG ')[1]) for l in
+             path.read_text().splitlines() if 'resumed_from' in l][0]
+  assert resumed['value'] == 'ckpt-8' and resumed['metadata']['step'] == 8
