@@ -1,11 +1,17 @@
 """LoadGen TestSettings from the model's defaults plus a user.conf.
 
 user.conf lines read `model.scenario.key = value` (`*` matches any model or
-scenario; times in ms). LoadGen silently ignores keys it does not know and
-values it cannot parse; this module reads the file first and names them.
+scenario; times in ms). LoadGen silently ignores keys it does not know,
+values it cannot parse and models it does not know, and rejects a whole file
+for one trailing comment; this module reads the file first and names the
+line, then hands LoadGen a copy without comments.
 """
 
+import difflib
+import math
+import os
 import re
+import tempfile
 
 import mlperf_loadgen as lg
 
@@ -32,34 +38,65 @@ KNOWN_KEYS = {
     'print_timestamps', 'use_token_latencies', 'ttft_latency', 'tpot_latency',
     'infer_token_latencies', 'token_latency_scaling_factor',
 }
+# Model names of MLPerf Inference's mlperf.conf (LoadGen 6.0.17 builds it
+# in): user.conf lines for these are legitimate even when this run serves
+# another model; any other name is a mistake.
+MLPERF_MODELS = {
+    '3d-unet', 'bert', 'deepseek-r1', 'deepseek-r1-interactive', 'dlrm',
+    'dlrm-v2', 'dlrm-v3', 'gpt-oss-120b', 'gpt-oss-120b-interactive', 'gptj',
+    'llama2-70b', 'llama2-70b-interactive', 'llama3_1-405b',
+    'llama3_1-405b-interactive', 'llama3_1-8b', 'llama3_1-8b-edge',
+    'llama3_1-8b-interactive', 'mixtral-8x7b', 'pointpainting',
+    'qwen3-vl-235b-a22b', 'resnet50', 'retinanet', 'rgat', 'rnnt',
+    'ssd-mobilenet', 'stable-diffusion-xl', 'wan-2', 'whisper', 'yolo'}
+# Keys LoadGen reads as floating point; all others are whole numbers.
+FLOAT_KEYS = {'target_qps', 'target_latency_percentile',
+              'accuracy_log_probability'}
 LINE = re.compile(r'^\s*([\w*-]+)\.([\w*]+)\.(\w+)\s*=\s*(\S+)\s*$')
 # The rules' minimum duration of a submission run.
 RULES_MIN_DURATION_MS = 600000
 
 
-def check_user_conf(path: str) -> None:
-  """Raises ValueError naming the line of an unknown key or a bad value."""
+def user_conf_lines(path: str) -> list[tuple[int, str]]:
+  """(line number, text) of each setting, comments and blank lines dropped."""
   with open(path) as f:
-    for number, line in enumerate(f, start=1):
-      text = line.split('#', 1)[0].strip()
-      if not text:
-        continue
-      match = LINE.match(text)
-      if not match:
-        raise ValueError(f'{path}:{number}: "{text}" is not '
-                         '"model.scenario.key = value".')
-      _, scenario, key, value = match.groups()
-      if scenario != '*' and scenario not in SCENARIOS:
-        raise ValueError(f'{path}:{number}: unknown scenario {scenario!r}; '
-                         f'one of {sorted(SCENARIOS)} or *.')
-      if key not in KNOWN_KEYS:
-        raise ValueError(f'{path}:{number}: LoadGen does not know the key '
-                         f'{key!r} (it would ignore it silently).')
+    numbered = [(n, line.split('#', 1)[0].strip())
+                for n, line in enumerate(f, start=1)]
+  return [(n, text) for n, text in numbered if text]
+
+
+def check_user_conf(path: str, model: str = '') -> None:
+  """Raises ValueError naming the line of an unknown model, scenario or key,
+  or of a bad value."""
+  known = MLPERF_MODELS | {model} - {''}
+  for number, text in user_conf_lines(path):
+    match = LINE.match(text)
+    if not match:
+      raise ValueError(f'{path}:{number}: "{text}" is not '
+                       '"model.scenario.key = value".')
+    name, scenario, key, value = match.groups()
+    if name != '*' and name not in known:
+      close = difflib.get_close_matches(name, sorted(known), n=1)
+      hint = f'; did you mean {close[0]!r}?' if close else ''
+      raise ValueError(f'{path}:{number}: no known model is named {name!r} '
+                       f'(LoadGen would ignore the line){hint}')
+    if scenario != '*' and scenario not in SCENARIOS:
+      raise ValueError(f'{path}:{number}: unknown scenario {scenario!r}; '
+                       f'one of {sorted(SCENARIOS)} or *.')
+    if key not in KNOWN_KEYS:
+      raise ValueError(f'{path}:{number}: LoadGen does not know the key '
+                       f'{key!r} (it would ignore it silently).')
+    if key in FLOAT_KEYS:
       try:
-        float(value)
+        ok = math.isfinite(float(value))
       except ValueError:
-        raise ValueError(f'{path}:{number}: {key} = {value!r} is not a '
-                         'number.') from None
+        ok = False
+    else:
+      ok = value.isdigit()
+    if not ok:
+      kind = 'a finite number' if key in FLOAT_KEYS else (
+          'a whole number >= 0 (LoadGen reads "1e3" as 1 and "-5" as 2^64-5)')
+      raise ValueError(f'{path}:{number}: {key} = {value!r} is not {kind}.')
 
 
 def make_settings(*, model: str, scenario: str, mode: str,
@@ -80,10 +117,34 @@ def make_settings(*, model: str, scenario: str, mode: str,
   settings = lg.TestSettings()
   settings.scenario, settings.mode = SCENARIOS[scenario], MODES[mode]
   if user_conf:
-    check_user_conf(user_conf)
-    if settings.FromConfig(user_conf, model, scenario) != 0:
-      raise ValueError(f'LoadGen could not read {user_conf}.')
+    check_user_conf(user_conf, model)
+    read_user_conf(settings, user_conf, model, scenario)
   for key, value in values.items():
     if value is not None:
       setattr(settings, key, value)
   return settings
+
+
+def _from_config(settings, lines: list[str], model: str, scenario: str) -> bool:
+  with tempfile.NamedTemporaryFile('w', suffix='.conf', delete=False) as f:
+    f.write(''.join(line + '\n' for line in lines))
+  try:
+    return settings.FromConfig(f.name, model, scenario) == 0
+  finally:
+    os.remove(f.name)
+
+
+def read_user_conf(settings, path: str, model: str, scenario: str) -> None:
+  """Applies user.conf through LoadGen, from a copy without comments (LoadGen
+  rejects the whole file for a trailing one).
+
+  Raises:
+    ValueError: naming the line LoadGen cannot parse.
+  """
+  lines = user_conf_lines(path)
+  if _from_config(settings, [text for _, text in lines], model, scenario):
+    return
+  for number, text in lines:  # Find the line: LoadGen does not say.
+    if not _from_config(lg.TestSettings(), [text], model, scenario):
+      raise ValueError(f'{path}:{number}: LoadGen cannot parse "{text}".')
+  raise ValueError(f'LoadGen could not read {path}.')

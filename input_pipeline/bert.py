@@ -71,8 +71,10 @@ class BertPretrainingInput:
     if self.synthetic:
       return
     for pattern in (self.train_files, self.eval_files):
+      files = records.list_files(pattern)
+      records.check_record_files(files)
       records.check_features(
-          records.list_files(pattern)[0], self.features,
+          files[0], self.features,
           fix='Build the data with tools/create_pretraining_data.py and set '
           'max_seq_length / max_predictions_per_seq to the values it used.')
 

@@ -22,6 +22,23 @@ FEATURES = {
 }
 CACHE_MODES = ('none', 'raw', 'decoded')
 BAD_IMAGE_POLICIES = ('fail', 'skip')
+# What an encoded image starts with: JPEG is what the pipeline decodes; the
+# others are named when found in its place.
+JPEG_MAGIC = b'\xff\xd8\xff'
+OTHER_FORMATS = ((b'\x89PNG', 'PNG'), (b'GIF8', 'GIF'), (b'BM', 'BMP'),
+                 (b'II*\x00', 'TIFF'), (b'MM\x00*', 'TIFF'),
+                 (b'RIFF', 'WEBP or another RIFF format'))
+
+
+def not_jpeg(data: bytes) -> str | None:
+  """Why `data` is not JPEG bytes, judged by its magic bytes (None: JPEG)."""
+  if data.startswith(JPEG_MAGIC):
+    return None
+  for magic, name in OTHER_FORMATS:
+    if data.startswith(magic):
+      return f'{name} bytes, not JPEG'
+  return f'not JPEG bytes (starts {data[:4].hex(" ") or "empty"})'
+
 
 
 class ImageNetInput:
@@ -93,12 +110,18 @@ class ImageNetInput:
     """Fails fast on missing files or a wrong schema."""
     if self.synthetic:
       return
+    fix = ('The pipeline expects the ImageNet TPU schema (JPEG images); '
+           'rebuild the files with tools/convert_image_folder.py.')
     for pattern in (self.train_files, self.eval_files):
       files = records.list_files(pattern)
-      records.check_features(
-          files[0], FEATURES,
-          fix='The pipeline expects the ImageNet TPU schema; rebuild the files '
-          'with tools/convert_image_folder.py.')
+      records.check_record_files(files)
+      records.check_features(files[0], FEATURES, fix=fix)
+      for raw in tf.data.TFRecordDataset(files[:1]).take(1):
+        image = tf.train.Example.FromString(raw.numpy()).features.feature[
+            IMAGE_KEY].bytes_list.value[0]
+        if not_jpeg(image):
+          raise ValueError(f'{files[0]}, record 0: {IMAGE_KEY} holds '
+                           f'{not_jpeg(image)}. {fix}')
 
   def steps_per_epoch(self, global_batch_size: int) -> float:
     return self.num_train_examples / global_batch_size
@@ -279,20 +302,29 @@ class ImageNetInput:
   # -- Diagnosis --------------------------------------------------------------
 
   def find_undecodable(self, limit: int = 5) -> list[str]:
-    """Scans train and eval files for images JPEG decoding rejects.
+    """Scans train and eval files for images that are not JPEG (by their
+    magic bytes: decode_jpeg also accepts PNG, the pipeline's crop-decode
+    does not) or that JPEG decoding rejects.
 
     Returns:
-      Up to `limit` descriptions "file, record N: error".
+      Up to `limit` descriptions "file, record N: problem".
     """
     bad = []
-    for pattern in (self.train_files, self.eval_files):
-      for path in records.list_files(pattern):
-        for i, raw in enumerate(tf.data.TFRecordDataset([path])):
-          parsed = tf.io.parse_single_example(raw, FEATURES)
+    files = dict.fromkeys(records.list_files(self.train_files) +
+                          records.list_files(self.eval_files))
+    for path in files:
+      for i, raw in enumerate(tf.data.TFRecordDataset([path])):
+        image = tf.io.parse_single_example(raw, FEATURES)[IMAGE_KEY]
+        problem = not_jpeg(image.numpy())
+        if problem:
+          problem = f'{IMAGE_KEY} holds {problem}'
+        else:
           try:
-            tf.io.decode_jpeg(parsed[IMAGE_KEY], channels=3)
+            tf.io.decode_jpeg(image, channels=3)
           except tf.errors.InvalidArgumentError as e:
-            bad.append(f'{path}, record {i}: {e.message.splitlines()[0]}')
-            if len(bad) >= limit:
-              return bad
+            problem = e.message.splitlines()[0]
+        if problem:
+          bad.append(f'{path}, record {i}: {problem}')
+          if len(bad) >= limit:
+            return bad
     return bad

@@ -1,5 +1,6 @@
 """TFRecord file discovery, per-host sharding and validation."""
 
+import concurrent.futures
 import math
 
 import numpy as np
@@ -88,6 +89,70 @@ def check_features(path: str, features: dict, *, fix: str) -> None:
                          f'values but the input expects {want}. {fix}')
     return
   raise ValueError(f'{path} holds no records.')
+
+
+def _first_line(error: Exception) -> str:
+  message = getattr(error, 'message', None) or str(error)
+  return (message.strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def check_record_files(files: list[str], *, threads: int = 32) -> None:
+  """Reads the first record of every file, in parallel, before any compute.
+
+  Raises:
+    ValueError: naming the files that are not TFRecord files (or whose
+      first record is damaged).
+  """
+  def first_record_error(path):
+    try:
+      for _ in tf.data.TFRecordDataset([path]).take(1):
+        pass
+    except tf.errors.OpError as e:
+      return f'{path} ({_first_line(e)})'
+    return None
+
+  with concurrent.futures.ThreadPoolExecutor(
+      max(1, min(threads, len(files)))) as pool:
+    bad = [b for b in pool.map(first_record_error, files) if b]
+  if bad:
+    more = f' and {len(bad) - 3} more' if len(bad) > 3 else ''
+    raise ValueError(
+        f'Not TFRecord files: {"; ".join(bad[:3])}{more}. Remove them from '
+        'DATA_DIR or narrow the file pattern to the TFRecord shards.')
+
+
+def find_damaged_record(files: list[str]) -> str | None:
+  """The first damaged record in `files`: "file, record N: error", or None.
+
+  Each file is counted in one pass (C++); only a file that fails is read
+  again record by record to say where.
+  """
+  for path in files:
+    try:
+      count_records([path])
+      continue
+    except tf.errors.OpError:
+      pass
+    index = 0
+    try:
+      for _ in tf.data.TFRecordDataset([path]):
+        index += 1
+    except tf.errors.OpError as e:
+      return f'{path}, record {index}: {_first_line(e)}'
+  return None
+
+
+def explain_data_loss(error: Exception, patterns) -> str | None:
+  """For a corrupted-record error of the input pipeline: a message naming the
+  file and record (None for other errors)."""
+  if not isinstance(error, tf.errors.DataLossError):
+    return None
+  files = [f for pattern in patterns for f in list_files(pattern)]
+  where = find_damaged_record(files)
+  if where is None:
+    return None
+  return (f'Damaged TFRecord data: {where}. Rebuild or replace that file '
+          '(its other records may be fine: nothing skips them for you).')
 
 
 def interleave_files(files: list[str], *, cycle_length: int,

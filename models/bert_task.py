@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from input_pipeline import records
 from input_pipeline.bert import BertPretrainingInput
 from models import bert_checkpoint
 from models.bert import Bert
@@ -147,5 +148,6 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
     return step if self.epoch_num_unit == 'steps' else step * global_batch_size
 
   def explain_input_error(self, error: Exception) -> str | None:
-    del error  # Bad records fail in check() or name their feature themselves.
-    return None
+    # Wrong features fail in check(); a damaged record is named here.
+    return records.explain_data_loss(
+        error, (self.data.train_files, self.data.eval_files))

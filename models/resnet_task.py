@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from input_pipeline.image_preprocessing import normalize
+from input_pipeline import records
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
 from training import losses
@@ -77,7 +78,12 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
             'examples': tf.reduce_sum(batch['mask'])}
 
   def explain_input_error(self, error: Exception) -> str | None:
-    """Names the undecodable images behind a decode failure, if that was it."""
+    """Names the damaged record or the undecodable images behind an input
+    error, if that was it."""
+    damaged = records.explain_data_loss(
+        error, (self.data.train_files, self.data.eval_files))
+    if damaged:
+      return damaged
     text = str(error).lower()
     if 'jpeg' not in text and 'decode' not in text:
       return None

@@ -174,3 +174,57 @@ def test_undecodable_images_can_be_skipped_and_counted(quickstart_data,
       str(data), str(tmp_path / 'run'),
       **{'input_pipeline.imagenet.ImageNetInput.on_bad_image': "'skip'"})
   assert result.evals[-1][3]['examples'] == 360 + 3
+
+
+def copy_data(src: str, dst) -> None:
+  dst.mkdir()
+  for f in os.listdir(src):
+    with open(os.path.join(src, f), 'rb') as i:
+      (dst / f).write_bytes(i.read())
+
+
+def test_a_damaged_train_shard_is_named_by_file_and_record(quickstart_data,
+                                                          tmp_path):
+  data = tmp_path / 'data'
+  copy_data(quickstart_data, data)
+  shard = data / 'train-00001-of-00004'
+  raw = bytearray(shard.read_bytes())
+  raw[len(raw) // 2] ^= 0xFF  # Inside some record's bytes: its CRC fails.
+  shard.write_bytes(bytes(raw))
+  with pytest.raises(ValueError,
+                     match=f'Damaged TFRecord data: {shard}, record \\d+: '):
+    helpers.run_quick(str(data), str(tmp_path / 'run'),
+                      **{'TRAIN_STEPS': 40, 'EVAL_EVERY_STEPS': 40})
+
+
+def test_a_file_that_is_not_a_tfrecord_is_named_before_compute(
+    quickstart_data, tmp_path):
+  data = tmp_path / 'data'
+  copy_data(quickstart_data, data)
+  (data / 'train-README.txt').write_text('how these shards were made\n')
+  with pytest.raises(ValueError, match=f'Not TFRecord files: '
+                     f'{data}/train-README.txt'):
+    helpers.run_quick(str(data), str(tmp_path / 'run'))
+  assert not os.path.exists(tmp_path / 'run' / 'mlperf.log')
+
+
+def test_a_png_in_a_record_is_named(quickstart_data, tmp_path):
+  import io
+  from PIL import Image
+  data = tmp_path / 'data'
+  copy_data(quickstart_data, data)
+  png = io.BytesIO()
+  Image.new('RGB', (40, 40), (9, 9, 9)).save(png, format='PNG')
+  bad = str(data / 'validation-00099-of-00099')
+  good = open(os.path.join(os.path.dirname(__file__), 'data', 'tiny.jpg'),
+              'rb').read()
+  with tf.io.TFRecordWriter(bad) as w:
+    for i in range(3):
+      w.write(tf.train.Example(features=tf.train.Features(feature={
+          'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(
+              value=[png.getvalue() if i == 1 else good])),
+          'image/class/label': tf.train.Feature(
+              int64_list=tf.train.Int64List(value=[1]))})).SerializeToString())
+  with pytest.raises(ValueError, match=f'{bad}, record 1: image/encoded holds '
+                     'PNG bytes, not JPEG'):
+    helpers.run_quick(str(data), str(tmp_path / 'run'))

@@ -18,6 +18,7 @@ from absl import flags
 
 from tools import build_vocab
 from tools import create_pretraining_data
+from tools import staged_files
 
 SENTENCE_END = re.compile(r'(?<=[.!?])\s+(?=[A-Z(\"\'])')
 
@@ -39,8 +40,8 @@ def python_docs_corpus() -> list[list[str]]:
 
 
 def write_corpus(documents: list[list[str]], path: str) -> None:
-  with open(path, 'w', encoding='utf-8') as f:
-    f.write('\n\n'.join('\n'.join(d) for d in documents) + '\n')
+  staged_files.write_text(path,
+                          '\n\n'.join('\n'.join(d) for d in documents) + '\n')
 
 
 def build(output_dir: str, *, vocab_size: int = 4000, max_seq_length: int = 64,

@@ -12,6 +12,8 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
+from tools import staged_files
+
 RESERVED_TOKENS = ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
 
 
@@ -27,8 +29,7 @@ def build_vocab(*, input_files: list[str], vocab_size: int) -> list[str]:
 
 
 def write_vocab(vocab: list[str], path: str) -> None:
-  with tf.io.gfile.GFile(path, 'w') as f:
-    f.write('\n'.join(vocab) + '\n')
+  staged_files.write_text(path, '\n'.join(vocab) + '\n')
 
 
 def main(argv):

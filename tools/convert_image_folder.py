@@ -8,18 +8,28 @@ by name and labelled 1..N as the TPU reference's converter does (label 0 is
 "background"). Every image becomes an RGB JPEG: PNG, CMYK, grayscale and
 palette files are re-encoded (real ImageNet contains all of these); RGB JPEGs
 are copied byte for byte. A file no image library can read stops the run with
-its path.
+its path, or with --on_bad_image=skip is left out and listed (path and reason)
+with a count at the end.
+
+Shards are written under temporary names and renamed when all are complete
+(tools/staged_files.py): a failed conversion leaves nothing under the final
+names.
 """
 
+import dataclasses
 import io
 import os
 import random
+import sys
 
 from absl import app
 from absl import flags
 from PIL import Image
 import tensorflow as tf
 
+from tools import staged_files
+
+ON_BAD_IMAGE = ('fail', 'skip')
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.gif', '.tif', '.tiff',
                   '.webp')
 
@@ -85,13 +95,32 @@ def make_example(jpeg: bytes, label: int, synset: str, filename: str,
   }))
 
 
+@dataclasses.dataclass
+class Converted:
+  paths: list[str]  # The shards written.
+  examples: int  # Images written.
+  skipped: list[tuple[str, str]]  # (path, reason) of images left out.
+
+
 def convert(*, input_dir: str, output_prefix: str, num_shards: int,
-            shuffle_seed: int | None = 0) -> list[str]:
+            shuffle_seed: int | None = 0,
+            on_bad_image: str = 'fail') -> Converted:
   """Writes `num_shards` TFRecord files `<prefix>-0000i-of-0000n`.
 
-  Returns:
-    The written paths.
+  Args:
+    input_dir: one sub-folder a class.
+    output_prefix: shards are `<output_prefix>-0000i-of-0000n`.
+    num_shards: files to spread the images over.
+    shuffle_seed: order of images over shards (None: sorted order).
+    on_bad_image: 'fail' stops at an unreadable image naming it; 'skip'
+      leaves it out and lists it in the result.
+
+  Raises:
+    ValueError: an unreadable image (with 'fail'), or no images.
   """
+  if on_bad_image not in ON_BAD_IMAGE:
+    raise ValueError(f'on_bad_image must be one of {ON_BAD_IMAGE}, got '
+                     f'{on_bad_image!r}.')
   classes, items = list_images(input_dir)
   if not items:
     raise ValueError(f'{input_dir} has class folders but no images.')
@@ -101,31 +130,56 @@ def convert(*, input_dir: str, output_prefix: str, num_shards: int,
   tf.io.gfile.makedirs(os.path.dirname(output_prefix) or '.')
   paths = [f'{output_prefix}-{i:05d}-of-{num_shards:05d}'
            for i in range(num_shards)]
-  writers = [tf.io.TFRecordWriter(p) for p in paths]
-  try:
-    for i, (path, label) in enumerate(items):
-      with tf.io.gfile.GFile(path, 'rb') as f:
-        jpeg, height, width = to_rgb_jpeg(f.read(), path)
-      example = make_example(jpeg, label, classes[label - 1], path, height,
-                             width)
-      writers[i % num_shards].write(example.SerializeToString())
-  finally:
-    for w in writers:
-      w.close()
-  return paths
+  skipped, written = [], 0
+  with staged_files.staged(paths) as temporaries:
+    writers = [tf.io.TFRecordWriter(p) for p in temporaries]
+    try:
+      for path, label in items:
+        with tf.io.gfile.GFile(path, 'rb') as f:
+          data = f.read()
+        try:
+          jpeg, height, width = to_rgb_jpeg(data, path)
+        except ValueError as e:
+          if on_bad_image == 'fail':
+            raise ValueError(f'{e} (rerun with --on_bad_image=skip to leave '
+                             'unreadable images out)') from e
+          skipped.append((path, str(e.__cause__ or e)))
+          continue
+        example = make_example(jpeg, label, classes[label - 1], path, height,
+                               width)
+        writers[written % num_shards].write(example.SerializeToString())
+        written += 1
+    finally:
+      for w in writers:
+        w.close()
+    if not written:
+      raise ValueError(f'No readable image in {input_dir}.')
+  return Converted(paths=paths, examples=written, skipped=skipped)
 
 
 def main(argv):
   del argv
-  paths = convert(input_dir=FLAGS.input_dir, output_prefix=FLAGS.output_prefix,
-                  num_shards=FLAGS.num_shards)
-  print(f'wrote {len(paths)} files: {paths[0]} ...')
+  try:
+    done = convert(input_dir=FLAGS.input_dir,
+                   output_prefix=FLAGS.output_prefix,
+                   num_shards=FLAGS.num_shards,
+                   on_bad_image=FLAGS.on_bad_image)
+  except ValueError as e:  # Names the file; nothing was written.
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  for path, reason in done.skipped:
+    print(f'skipped {path}: {reason}')
+  print(f'wrote {done.examples} images to {len(done.paths)} files '
+        f'({done.paths[0]} ...); skipped {len(done.skipped)} unreadable '
+        'images')
 
 
 if __name__ == '__main__':
   flags.DEFINE_string('input_dir', None, 'Folder with one sub-folder a class.')
   flags.DEFINE_string('output_prefix', None, 'Output path prefix.')
   flags.DEFINE_integer('num_shards', 8, 'Number of output files.')
+  flags.DEFINE_enum('on_bad_image', 'fail', ON_BAD_IMAGE,
+                    'An unreadable image: stop naming it, or skip and list it.')
   flags.mark_flags_as_required(['input_dir', 'output_prefix'])
   FLAGS = flags.FLAGS
   app.run(main)

@@ -35,6 +35,8 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from tools import staged_files
+
 REQUIRED_TOKENS = ('[CLS]', '[SEP]', '[MASK]', '[UNK]')
 
 
@@ -229,15 +231,17 @@ def create(*, input_files: list[str], vocab_file: str,
           vocab_size=len(vocab), masked_lm_prob=masked_lm_prob,
           max_predictions=max_predictions_per_seq))
   rng.shuffle(instances)
-  writers = [tf.io.TFRecordWriter(p) for p in output_files]
-  try:
-    for i, instance in enumerate(instances):
-      writers[i % len(writers)].write(to_example(
-          instance, max_seq_length, max_predictions_per_seq
-      ).SerializeToString())
-  finally:
-    for w in writers:
-      w.close()
+  # Under temporary names until every file is complete.
+  with staged_files.staged(output_files) as temporaries:
+    writers = [tf.io.TFRecordWriter(p) for p in temporaries]
+    try:
+      for i, instance in enumerate(instances):
+        writers[i % len(writers)].write(to_example(
+            instance, max_seq_length, max_predictions_per_seq
+        ).SerializeToString())
+    finally:
+      for w in writers:
+        w.close()
   return {'documents': len(documents), 'sentences': num_sentences,
           'instances': len(instances)}
 

@@ -5,7 +5,10 @@ Training (train.py), export (tools/export_savedmodel.py) and inference
 macro TASK, and all three build the task from it.
 """
 
+import collections.abc
 import os
+import types
+import typing
 
 from absl import app
 import gin
@@ -30,10 +33,87 @@ def split_gin_sugar(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def parse(gin_files: list[str], bindings: list[str],
           finalize: bool = False) -> None:
-  """Parses gin files (found relative to the repository too) and bindings."""
+  """Parses gin files (found relative to the repository too) and bindings,
+  then checks each bound value against its parameter's type."""
   gin.add_config_file_search_path(ROOT)
   gin.parse_config_files_and_bindings(list(gin_files), list(bindings),
                                       finalize_config=finalize)
+  check_binding_types()
+
+
+def _bindings():
+  """(selector, parameter, value) of every binding parsed so far."""
+  # gin has no public listing of bindings: gin.config._CONFIG maps
+  # (scope, selector) -> {parameter: value}.
+  config = gin.config._CONFIG  # pylint: disable=protected-access
+  return [(selector, name, value)
+          for (_, selector), params in list(config.items())
+          for name, value in params.items()]
+
+
+def _macro_value(value):
+  """Follows macro references to a value; returns (value, macro names)."""
+  macros = []
+  while (isinstance(value, gin.config.ConfigurableReference) and
+         value.scoped_selector.endswith('/gin.macro') and len(macros) < 20):
+    macros.append(value.scoped_selector.split('/')[0])
+    value = gin.query_parameter(f'%{macros[-1]}')
+  return value, macros
+
+
+_SIMPLE = {int: (int,), float: (int, float), bool: (bool,), str: (str,)}
+
+
+def _fits(value, hint) -> bool | None:
+  """Whether `value` fits the annotation `hint`; None when we cannot tell."""
+  if hint is type(None):
+    return value is None
+  if hint in _SIMPLE:
+    if isinstance(value, bool) and hint is not bool:
+      return False
+    return isinstance(value, _SIMPLE[hint])
+  origin = typing.get_origin(hint)
+  if origin in (typing.Union, types.UnionType):
+    fits = [_fits(value, h) for h in typing.get_args(hint)]
+    return True if any(fits) else (None if None in fits else False)
+  if origin in (tuple, list, collections.abc.Sequence):
+    return isinstance(value, (tuple, list))
+  return None
+
+
+def _hints(selector: str) -> dict:
+  try:
+    fn = gin.get_configurable(selector)
+    fn = getattr(fn, '__wrapped__', fn)
+    return typing.get_type_hints(fn.__init__ if isinstance(fn, type) else fn)
+  except Exception:  # pylint: disable=broad-except
+    return {}  # Unannotated or unresolvable: nothing to check.
+
+
+def check_binding_types() -> None:
+  """Each bound value (macros followed) against its parameter's annotation.
+
+  Raises:
+    ValueError: naming the binding, the macro it came from, the value and
+      the type the parameter takes.
+  """
+  for selector, name, value in _bindings():
+    if selector == 'gin.macro':
+      continue
+    hint = _hints(selector).get(name)
+    if hint is None:
+      continue
+    value, macros = _macro_value(value)
+    if isinstance(value, gin.config.ConfigurableReference):
+      continue
+    if _fits(value, hint) is False:
+      via = f' (set through the macro {macros[-1]})' if macros else ''
+      shown = getattr(hint, '__name__', None) or str(hint)
+      kind = type(value).__name__
+      article = 'an' if kind[0] in 'aeiou' else 'a'
+      raise ValueError(
+          f'Gin binding {selector}.{name}{via} is {value!r}, {article} '
+          f'{kind}; it must be {shown}.')
 
 
 def configured_task():

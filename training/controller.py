@@ -142,7 +142,7 @@ class Controller:
     """Runs a loop; an input error comes back naming the file and record."""
     try:
       return fn(*args)
-    except tf.errors.InvalidArgumentError as e:
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
       message = self.explain_input_error(e)
       if message:
         raise ValueError(message) from e

@@ -109,11 +109,43 @@ def test_user_conf_is_applied_and_its_mistakes_named(tmp_path):
   with pytest.raises(ValueError, match=r'user.conf:1: .*min_durration'):
     settings_lib.check_user_conf(str(conf))
   conf.write_text('\nresnet50.Offline.target_qps = fast\n')
-  with pytest.raises(ValueError, match=r'user.conf:2: .*not a number'):
+  with pytest.raises(ValueError, match=r'user.conf:2: .*not a finite number'):
     settings_lib.check_user_conf(str(conf))
   conf.write_text('resnet50.Offlline.target_qps = 3\n')
   with pytest.raises(ValueError, match='unknown scenario'):
     settings_lib.check_user_conf(str(conf))
+  # LoadGen would read 1e3 ms as 1 ms.
+  conf.write_text('resnet50.Offline.min_duration = 1e3\n')
+  with pytest.raises(ValueError, match=r'user.conf:1: min_duration = .1e3. '
+                     'is not a whole number'):
+    settings_lib.check_user_conf(str(conf))
+
+
+def test_a_misspelt_model_in_user_conf_is_named(tmp_path):
+  conf = tmp_path / 'user.conf'
+  conf.write_text('retinanet.Offline.target_qps = 5\n'  # Another MLPerf model.
+                  'resnt50.Offline.min_duration = 1234\n')
+  with pytest.raises(ValueError, match=r"user.conf:2: no known model is named "
+                     r"'resnt50' .*did you mean 'resnet50'\?"):
+    settings_lib.make_settings(model='resnet50', scenario='Offline',
+                               mode='performance', user_conf=str(conf))
+
+
+def test_trailing_comments_work_and_a_line_loadgen_rejects_is_named(tmp_path):
+  conf = tmp_path / 'user.conf'
+  # LoadGen alone rejects this whole file for its trailing comment.
+  conf.write_text('resnet50.Offline.min_duration = 1234  # tuned on v3-8\n')
+  s = settings_lib.make_settings(model='resnet50', scenario='Offline',
+                                 mode='performance', user_conf=str(conf))
+  assert s.min_duration_ms == 1234
+  # A line LoadGen cannot parse (check_user_conf would stop it first).
+  conf.write_text('resnet50.Offline.min_duration = 5\n'
+                  'resnet50.Offline.min_duration 10\n')
+  with pytest.raises(ValueError, match=r'user.conf:2: LoadGen cannot parse '
+                     '"resnet50.Offline.min_duration 10"'):
+    settings_lib.read_user_conf(settings_lib.make_settings(
+        model='resnet50', scenario='Offline', mode='performance'), str(conf),
+                                'resnet50', 'Offline')
 
 
 def test_signature_that_does_not_fit_the_dataset_is_named(exported,

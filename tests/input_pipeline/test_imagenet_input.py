@@ -214,3 +214,48 @@ def test_bicubic_resize_is_tf1_resize_bicubic_as_google_calls_it(
   assert np.abs(bilinear.numpy() - ours.numpy()).max() > 1.0
   with pytest.raises(ValueError, match="`resize` must be one of"):
     make_input(quickstart_data, resize='lanczos')
+
+
+def png_bytes() -> bytes:
+  import io
+  from PIL import Image
+  out = io.BytesIO()
+  Image.new('RGB', (8, 8), (1, 2, 3)).save(out, format='PNG')
+  return out.getvalue()
+
+
+def write_images(path, images):
+  with tf.io.TFRecordWriter(str(path)) as w:
+    for image in images:
+      w.write(tf.train.Example(features=tf.train.Features(feature={
+          'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(
+              value=[image])),
+          'image/class/label': tf.train.Feature(
+              int64_list=tf.train.Int64List(value=[1]))})).SerializeToString())
+
+
+def tiny_jpeg() -> bytes:
+  return open(os.path.join(os.path.dirname(os.path.dirname(__file__)), 'data',
+                           'tiny.jpg'), 'rb').read()
+
+
+def test_png_bytes_in_image_encoded_are_named_by_their_magic(tmp_path):
+  # decode_jpeg accepts PNG; the magic bytes tell.
+  write_images(tmp_path / 'train-0', [tiny_jpeg(), tiny_jpeg(), png_bytes()])
+  found = make_input(str(tmp_path), eval_pattern='train-*').find_undecodable()
+  assert found == [f'{tmp_path}/train-0, record 2: image/encoded holds PNG '
+                   'bytes, not JPEG']
+
+
+def test_a_dataset_of_pngs_fails_its_check_naming_file_and_record(tmp_path):
+  write_images(tmp_path / 'train-0', [png_bytes()])
+  with pytest.raises(ValueError, match=f'{tmp_path}/train-0, record 0: '
+                     'image/encoded holds PNG bytes, not JPEG'):
+    make_input(str(tmp_path), eval_pattern='train-*').check()
+
+
+def test_magic_bytes_name_the_format():
+  assert imagenet.not_jpeg(tiny_jpeg()) is None
+  assert imagenet.not_jpeg(b'GIF89a...') == 'GIF bytes, not JPEG'
+  assert imagenet.not_jpeg(b'') == 'not JPEG bytes (starts empty)'
+  assert imagenet.not_jpeg(b'\x00\x01') == 'not JPEG bytes (starts 00 01)'

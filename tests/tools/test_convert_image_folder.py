@@ -1,13 +1,18 @@
-"""The class-folder converter: every image becomes an RGB JPEG, labels 1..N."""
+"""The class-folder converter: every image becomes an RGB JPEG, labels 1..N;
+shards appear whole or not at all; unreadable images stop it or are skipped."""
 
 import io
+import os
+import subprocess
 
 import numpy as np
 from PIL import Image
 import pytest
 import tensorflow as tf
 
+from tests import helpers
 from tools import convert_image_folder
+from tools import staged_files
 
 
 def encode(image: Image.Image, fmt: str) -> bytes:
@@ -46,9 +51,11 @@ def test_convert_writes_tpu_schema_with_labels_from_one(tmp_path):
     for i in range(3):
       Image.new('L' if i else 'RGB', (9, 7), color if not i else 128).save(
           tmp_path / 'in' / cls / f'{i}.png')
-  paths = convert_image_folder.convert(input_dir=str(tmp_path / 'in'),
-                                       output_prefix=str(tmp_path / 'out/tr'),
-                                       num_shards=2)
+  done = convert_image_folder.convert(input_dir=str(tmp_path / 'in'),
+                                      output_prefix=str(tmp_path / 'out/tr'),
+                                      num_shards=2)
+  paths = done.paths
+  assert done.examples == 6 and done.skipped == []
   assert [p.rsplit('/', 1)[1] for p in paths] == ['tr-00000-of-00002',
                                                  'tr-00001-of-00002']
   labels = {}
@@ -60,3 +67,90 @@ def test_convert_writes_tpu_schema_with_labels_from_one(tmp_path):
     assert tf.io.decode_jpeg(ex['image/encoded'].bytes_list.value[0]).shape[
         -1] == 3
   assert labels == {'ant': {1}, 'bee': {2}}
+
+
+def image_folder(root, *, broken=()):
+  """Two classes of four small JPEGs; `broken` names files to damage."""
+  rng = np.random.default_rng(1)
+  for cls in ('ant', 'bee'):
+    (root / cls).mkdir(parents=True)
+    for i in range(4):
+      Image.fromarray(rng.integers(0, 255, (16, 16, 3), np.uint8)).save(
+          root / cls / f'{i}.jpg', quality=90)
+  for name in broken:
+    data = (root / name).read_bytes()
+    (root / name).write_bytes(data[:len(data) // 3])  # Truncated.
+  return root
+
+
+def count_records(paths):
+  return sum(1 for _ in tf.data.TFRecordDataset(paths))
+
+
+def test_a_failed_conversion_leaves_nothing_under_the_final_names(tmp_path):
+  images = image_folder(tmp_path / 'in', broken=['bee/2.jpg'])
+  out = tmp_path / 'out'
+  out.mkdir()
+  (out / 'tr-00000-of-00002').write_bytes(b'an earlier conversion')
+  with pytest.raises(ValueError, match='bee/2.jpg.*--on_bad_image=skip'):
+    convert_image_folder.convert(input_dir=str(images),
+                                 output_prefix=str(out / 'tr'), num_shards=2,
+                                 shuffle_seed=None)
+  # No partial shard, no staging folder; the earlier file is untouched.
+  assert os.listdir(out) == ['tr-00000-of-00002']
+  assert (out / 'tr-00000-of-00002').read_bytes() == b'an earlier conversion'
+
+
+def test_unreadable_images_can_be_skipped_and_listed(tmp_path):
+  images = image_folder(tmp_path / 'in', broken=['bee/2.jpg', 'ant/0.jpg'])
+  (images / 'ant' / 'notes.png').write_bytes(b'not an image at all')
+  done = convert_image_folder.convert(
+      input_dir=str(images), output_prefix=str(tmp_path / 'out/tr'),
+      num_shards=2, on_bad_image='skip')
+  assert sorted(os.path.relpath(p, images) for p, _ in done.skipped) == [
+      'ant/0.jpg', 'ant/notes.png', 'bee/2.jpg']
+  assert all(reason for _, reason in done.skipped)
+  assert done.examples == 6 == count_records(done.paths)
+  assert sorted(os.listdir(tmp_path / 'out')) == ['tr-00000-of-00002',
+                                                  'tr-00001-of-00002']
+
+
+def test_the_command_line_lists_skipped_images_with_a_count(tmp_path):
+  images = image_folder(tmp_path / 'in', broken=['ant/1.jpg'])
+  done = subprocess.run(
+      [helpers.PYTHON, '-m', 'tools.convert_image_folder',
+       f'--input_dir={images}', f'--output_prefix={tmp_path / "out/tr"}',
+       '--num_shards=2', '--on_bad_image=skip'],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=120,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert f'skipped {images}/ant/1.jpg: ' in done.stdout
+  assert 'wrote 7 images to 2 files' in done.stdout
+  assert 'skipped 1 unreadable images' in done.stdout
+  failed = subprocess.run(
+      [helpers.PYTHON, '-m', 'tools.convert_image_folder',
+       f'--input_dir={images}', f'--output_prefix={tmp_path / "out2/tr"}'],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=120,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert failed.returncode == 2 and 'Traceback' not in failed.stderr
+  assert failed.stderr.strip().splitlines()[-1].startswith(
+      f'error: Cannot read image {images}/ant/1.jpg')
+  assert not os.path.exists(tmp_path / 'out2') or not os.listdir(
+      tmp_path / 'out2')
+
+
+def test_staged_files_appear_only_when_the_block_succeeds(tmp_path):
+  paths = [str(tmp_path / 'a' / 'x'), str(tmp_path / 'b' / 'y')]
+  with staged_files.staged(paths) as temporaries:
+    for t in temporaries:
+      assert '.staging-' in t
+      with open(t, 'w') as f:
+        f.write(os.path.basename(t))
+    assert not any(os.path.exists(p) for p in paths)
+  assert [open(p).read() for p in paths] == ['x', 'y']
+  assert os.listdir(tmp_path / 'a') == ['x']
+  with pytest.raises(RuntimeError):
+    with staged_files.staged([str(tmp_path / 'a' / 'z')]) as [t]:
+      open(t, 'w').write('partial')
+      raise RuntimeError('the converter failed')
+  assert os.listdir(tmp_path / 'a') == ['x']

@@ -88,7 +88,7 @@ def main(argv):
     write_jpegs(os.path.join(tmp, 'images'), FLAGS.images)
     files = convert_image_folder.convert(
         input_dir=os.path.join(tmp, 'images'),
-        output_prefix=os.path.join(tmp, 'train'), num_shards=8)
+        output_prefix=os.path.join(tmp, 'train'), num_shards=8).paths
     size = sum(os.path.getsize(f) for f in files) / FLAGS.images
     def ours(cache):
       return imagenet.ImageNetInput(
