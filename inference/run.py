@@ -13,9 +13,11 @@ report is printed: VALID/INVALID with LoadGen's reasons, the metric, and in
 accuracy mode the model's quality computed from mlperf_log_accuracy.json.
 """
 
+import concurrent.futures
 import dataclasses
 import os
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -64,6 +66,35 @@ class Report:
     return '\n'.join(lines)
 
 
+# Offline without an expected QPS: the probe's rate times this, so the run
+# outlasts min_duration even if the machine gets twice as fast meanwhile.
+OFFLINE_QPS_MARGIN = 2.0
+
+
+def probe_qps(backend, library, *, max_batch: int, workers: int,
+              seconds: float = 1.0) -> float:
+  """Samples per second the backend answers in batches of max_batch from
+  `workers` threads, timed for at least `seconds`."""
+  n = min(max_batch, library.total)
+  library.load(range(n))
+  batch = library.get(list(range(n)))
+  deadline = time.perf_counter() + seconds
+
+  def work(_):
+    done = 0
+    while done < 3 * n or time.perf_counter() < deadline:
+      backend.predict(batch)
+      done += n
+    return done
+
+  start = time.perf_counter()
+  with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+    done = sum(pool.map(work, range(max(1, workers))))
+  elapsed = time.perf_counter() - start
+  library.unload(range(n))
+  return done / elapsed
+
+
 def parse_summary(path: str) -> dict:
   """`key : value` lines of mlperf_log_summary.txt as a dict of strings."""
   summary = {}
@@ -109,6 +140,18 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
   for n in {1, min(max_batch, library.total)}:
     backend.predict(library.get(list(range(n))))
   library.unload(range(library.total))
+  if (scenario == 'Offline' and mode == 'performance' and
+      settings.offline_expected_qps == lg.TestSettings().offline_expected_qps):
+    # LoadGen sizes the one Offline query from the expected QPS; left at its
+    # default of 1 the run ends long before min_duration (INVALID).
+    measured = probe_qps(backend, library, max_batch=max_batch,
+                         workers=workers)
+    settings.offline_expected_qps = measured * OFFLINE_QPS_MARGIN
+    print(f'Offline: no expected QPS given; a probe answered '
+          f'{measured:.1f} samples/s, so expected QPS = '
+          f'{settings.offline_expected_qps:.1f} (x{OFFLINE_QPS_MARGIN:g}, to '
+          f'outlast min_duration; --expected_qps={measured:.1f} runs closer '
+          'to it).', flush=True)
 
   os.makedirs(output_dir, exist_ok=True)
   impl = sut_lib.SystemUnderTest(

@@ -1,6 +1,7 @@
 """The LoadGen harness end to end on a tiny exported ResNet."""
 
 import os
+import re
 
 import gin
 import numpy as np
@@ -168,6 +169,23 @@ def cli(exported, data_dir, out, *args):
   return helpers.run_inference(
       '--gin_file=gin/resnet_quickstart.gin', f'--saved_model={exported}',
       f'--dataset={data_dir}', f'--output_dir={out}', *args)
+
+
+def test_offline_without_expected_qps_probes_and_is_valid(
+    exported, quickstart_data, tmp_path):
+  done = cli(exported, quickstart_data, tmp_path / 'offline',
+             '--scenario=Offline', '--mode=performance',
+             '--min_duration_ms=1000')
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+  probed = re.search(r'a probe answered ([\d.]+) samples/s, so expected QPS '
+                     r'= ([\d.]+)', done.stdout)
+  assert probed, done.stdout[-2000:]
+  measured, used = map(float, probed.groups())
+  assert used == pytest.approx(2 * measured, rel=1e-3)
+  assert 'Offline performance: VALID' in done.stdout
+  summary = run_lib.parse_summary(
+      str(tmp_path / 'offline' / 'mlperf_log_summary.txt'))
+  assert summary['Min duration satisfied'] == 'Yes'
 
 
 @pytest.mark.parametrize('test', ['TEST01', 'TEST04'])
