@@ -106,22 +106,24 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
   chief = strategies.is_chief(dist)
   worker_sum = strategies.make_worker_sum(dist, tf.float64)
   lock = lock_model_dir(model_dir, chief, worker_sum)
-  mlperf = mlperf_log.MlperfLog(
-      path=os.path.join(model_dir, 'mlperf.log') if chief else None,
-      benchmark=task.mlperf_benchmark, submission=submission,
-      epoch_num=lambda step: task.mlperf_epoch_num(
-          step, schedule.global_batch_size))
-  events.notify([mlperf], events.InitStart())
   try:
-    return _train(task=task, optimizer=optimizer, learning_rate=learning_rate,
-                  model_dir=model_dir, schedule=schedule, gradients=gradients,
-                  dist=dist, chief=chief, mlperf=mlperf,
-                  extra_actions=actions,
-                  eval_steps_per_loop=eval_steps_per_loop,
-                  preemption_grace_seconds=preemption_grace_seconds,
-                  restart=restart, worker_sum=worker_sum, lock=lock)
+    mlperf = mlperf_log.MlperfLog(
+        path=os.path.join(model_dir, 'mlperf.log') if chief else None,
+        benchmark=task.mlperf_benchmark, submission=submission,
+        epoch_num=lambda step: task.mlperf_epoch_num(
+            step, schedule.global_batch_size))
+    events.notify([mlperf], events.InitStart())
+    try:
+      return _train(
+          task=task, optimizer=optimizer, learning_rate=learning_rate,
+          model_dir=model_dir, schedule=schedule, gradients=gradients,
+          dist=dist, chief=chief, mlperf=mlperf, extra_actions=actions,
+          eval_steps_per_loop=eval_steps_per_loop,
+          preemption_grace_seconds=preemption_grace_seconds, restart=restart,
+          worker_sum=worker_sum, lock=lock)
+    finally:
+      mlperf.close()
   finally:
-    mlperf.close()
     if lock:
       lock.release()
 

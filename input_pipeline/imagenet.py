@@ -40,7 +40,6 @@ def not_jpeg(data: bytes) -> str | None:
   return f'not JPEG bytes (starts {data[:4].hex(" ") or "empty"})'
 
 
-
 class ImageNetInput:
   """Builds per-host train and eval datasets for image classification."""
 

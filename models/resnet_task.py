@@ -10,8 +10,8 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from input_pipeline.image_preprocessing import normalize
 from input_pipeline import records
+from input_pipeline.image_preprocessing import normalize
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
 from training import losses

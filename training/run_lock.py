@@ -10,7 +10,8 @@
   last; a lock not rewritten for `stale_after_seconds` belongs to a dead run
   and is taken over (a delete conditional on the generation read, then a new
   create), with a warning. An owner whose rewrite fails its precondition has
-  lost the lock (`lost` says to whom).
+  lost the lock (`lost` says to whom). A lock whose owner ran on this host
+  and has ended (killed, say) is taken over at once.
 
 Multi-worker jobs take one lock, on the chief (train.py).
 """
@@ -36,6 +37,19 @@ def _owner() -> dict:
           'started': datetime.datetime.now().astimezone().isoformat(
               timespec='seconds'),
           'command': ' '.join(sys.argv)[:300]}
+
+
+def ended_here(owner: dict) -> bool:
+  """Whether the owner ran on this host and its process is gone."""
+  if owner.get('host') != socket.gethostname() or not owner.get('pid'):
+    return False
+  try:
+    os.kill(int(owner['pid']), 0)
+  except ProcessLookupError:
+    return True
+  except (PermissionError, ValueError):  # Alive (another user's) or garbled.
+    return False
+  return False
 
 
 def describe(owner: dict) -> str:
@@ -138,12 +152,15 @@ class GcsLock:
       except (ValueError, exceptions.NotFound):
         owner = {}
       age = time.time() - held.updated.timestamp()
-      if age < self.stale_after_seconds:
+      if ended_here(owner):
+        why = 'whose process on this host has ended'
+      elif age >= self.stale_after_seconds:
+        why = f'that stopped writing its heartbeat {age / 60:.1f} min ago'
+      else:
         raise _in_use(self.model_dir, owner,
                       f', last heartbeat {age:.0f} s ago')
       print(f'warning: taking over the lock of --model_dir={self.model_dir} '
-            f'from a run that stopped writing its heartbeat {age / 60:.1f} '
-            f'min ago ({describe(owner)}).', flush=True)
+            f'from a run {why} ({describe(owner)}).', flush=True)
       try:
         held.delete(if_generation_match=held.generation)
       except (exceptions.PreconditionFailed, exceptions.NotFound):

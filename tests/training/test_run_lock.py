@@ -117,3 +117,17 @@ def test_the_lock_guard_stops_the_run_once_the_lock_is_lost():
   assert closed == [True]
   assert actions.LockGuard(lock=None, worker_sum=lambda v: v,
                            on_lost=None)(loop_end) is None
+
+
+def test_a_gs_lock_of_an_ended_process_on_this_host_is_taken_at_once(
+    gcs, capsys):
+  ended = subprocess.Popen([helpers.PYTHON, '-c', 'pass'])
+  ended.wait()  # Its pid names no process now.
+  dead = run_lock.GcsLock('gs://test/run', heartbeat_seconds=3600)
+  dead.owner = {**dead.owner, 'pid': ended.pid}
+  dead.acquire()
+  taker = run_lock.GcsLock('gs://test/run')  # Stale only after 600 s.
+  taker.acquire()
+  assert 'whose process on this host has ended' in capsys.readouterr().out
+  taker.release()
+  dead._stop.set()  # pylint: disable=protected-access
