@@ -213,11 +213,17 @@ class Checkpointer:
   # -- Save -------------------------------------------------------------------
 
   def _write_state(self) -> None:
-    # The standard state file, so tf.train.latest_checkpoint and TensorBoard
-    # read it; written atomically by TensorFlow.
-    tf.compat.v1.train.update_checkpoint_state(
-        self.directory, self._kept[-1] if self._kept else '',
-        all_model_checkpoint_paths=self._kept)
+    """Writes TensorFlow's `checkpoint` state file (text CheckpointState,
+    names relative to the folder), so tf.train.latest_checkpoint and
+    TensorBoard read it; atomically, by a rename."""
+    names = [os.path.basename(p) for p in self._kept]
+    lines = ([f'model_checkpoint_path: "{names[-1]}"'] if names else []) + [
+        f'all_model_checkpoint_paths: "{name}"' for name in names]
+    state = os.path.join(self.directory, 'checkpoint')
+    temporary = f'{state}.tmp-{os.getpid()}'
+    with tf.io.gfile.GFile(temporary, 'w') as f:
+      f.write('\n'.join(lines) + '\n')
+    tf.io.gfile.rename(temporary, state, overwrite=True)
 
   @staticmethod
   def _reads_back(prefix: str) -> bool:
