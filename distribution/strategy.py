@@ -10,6 +10,8 @@ import os
 
 import tensorflow as tf
 
+from distribution import tpu as tpu_lib
+
 KINDS = ('tpu', 'multi_worker', 'mirrored', 'one_device', 'default')
 
 # One MirroredStrategy per device set and process. Every MirroredStrategy
@@ -58,14 +60,9 @@ def split_cpu(num_devices: int) -> None:
         f'runs. ({e})') from e
 
 
-def resolve_tpu(tpu: str):
-  """Returns a TPUClusterResolver for a TPU name, grpc:// address or 'local'."""
-  return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-
-
 def make_strategy(*, kind: str = 'default', tpu: str | None = None,
-                  num_cpu_devices: int = 0,
-                  collective: str = 'auto') -> tf.distribute.Strategy:
+                  num_cpu_devices: int = 0, collective: str = 'auto',
+                  tpu_flags: tuple[str, ...] = ()) -> tf.distribute.Strategy:
   """Builds the strategy a run trains under.
 
   Args:
@@ -74,6 +71,8 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     num_cpu_devices: for 'mirrored' without GPUs, split the CPU into this many
       logical devices (0 keeps one device per GPU, or the single CPU).
     collective: 'auto', 'ring' or 'nccl' for multi_worker all-reduce.
+    tpu_flags: TPU compiler flags (`--name=value`), applied for kind 'tpu'
+      only (distribution/tpu.py).
 
   Returns:
     The strategy.
@@ -87,18 +86,21 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     if not tpu:
       raise ValueError("Strategy 'tpu' needs --tpu=NAME (a TPU name, a "
                        "grpc:// address or 'local').")
+    tpu_lib.apply_flags(tpu_flags)
+    resolver = tpu_lib.resolve(tpu)
     try:
-      resolver = resolve_tpu(tpu)
       tf.config.experimental_connect_to_cluster(resolver)
       tf.tpu.experimental.initialize_tpu_system(resolver)
     except (tf.errors.OpError, ValueError) as e:
       first_line = str(e).splitlines()[0][:300]
       raise RuntimeError(
           f'Cannot reach or initialise the TPU --tpu={tpu!r}: {first_line}. '
-          'Check the TPU name (or grpc:// address) and that this VM can reach '
-          "it; on a TPU VM use --tpu=local and install requirements-tpu.txt."
-      ) from e
+          'Check that this VM can reach it and that requirements-tpu.txt is '
+          f'installed. {tpu_lib.HINT}') from e
     return tf.distribute.TPUStrategy(resolver)
+  if tpu_flags:
+    print(f'TPU flags not applied (strategy {kind!r}, no TPU): '
+          f'{" ".join(tpu_flags)}', flush=True)
   if kind == 'multi_worker':
     if 'TF_CONFIG' not in os.environ:
       raise ValueError("Strategy 'multi_worker' reads the cluster from the "
@@ -150,16 +152,21 @@ class StrategyConfig:
     tpu: TPU name, grpc address or 'local' (kind 'tpu').
     num_cpu_devices: logical CPU devices for a CPU 'mirrored' run.
     collective: multi_worker all-reduce: 'auto', 'ring' or 'nccl'.
+    tpu_flags: TPU compiler flags (`--name=value`, e.g. collective and
+      sharding flags), passed to libtpu for kind 'tpu' only and never
+      exported on CPU, where an unknown XLA flag aborts the process.
   """
   kind: str = 'default'
   tpu: str = ''
   num_cpu_devices: int = 0
   collective: str = 'auto'
+  tpu_flags: tuple[str, ...] = ()
 
   def make(self) -> tf.distribute.Strategy:
     return make_strategy(kind=self.kind, tpu=self.tpu or None,
                          num_cpu_devices=self.num_cpu_devices,
-                         collective=self.collective)
+                         collective=self.collective,
+                         tpu_flags=tuple(self.tpu_flags))
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:

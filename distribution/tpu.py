@@ -1,0 +1,107 @@
+"""Finding a TPU: names resolved through the Cloud TPU API, one-line errors,
+and TPU compiler flags that never reach a CPU process.
+
+`--tpu` takes:
+- `local`: the TPU attached to this VM (a single-host TPU VM: v2-8, v3-8,
+  v4-8);
+- a TPU name: resolved through the Cloud TPU API to the slice's worker
+  endpoints (a multi-host slice, v3-32 and up: run on worker 0). The
+  project and zone come from this VM's metadata server; the lookup needs
+  `google-api-python-client` and `oauth2client` (requirements-tpu.txt), which
+  TensorFlow's bundled Cloud TPU client imports;
+- `grpc://HOST:PORT`: a TPU worker address, used as is.
+"""
+
+import os
+
+import tensorflow as tf
+
+HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8) use --tpu=local; for a '
+        'multi-host slice (v3-32 and larger) run on its worker 0 with '
+        '--tpu=NAME.')
+# libtpu reads its compiler flags from here when the TPU is initialised in
+# this process (TPU VMs).
+TPU_FLAGS_VARIABLE = 'LIBTPU_INIT_ARGS'
+
+
+def _api_client(resolver):
+  # TPUClusterResolver keeps its Cloud TPU client (project, zone, state,
+  # health) private; no public accessor exists.
+  return resolver._cloud_tpu_client  # pylint: disable=protected-access
+
+
+def _first_line(error: Exception) -> str:
+  return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+def resolve(tpu: str):
+  """A TPUClusterResolver for `tpu`, with a named TPU checked READY and
+  HEALTHY through the Cloud TPU API.
+
+  Raises:
+    ValueError: one line naming the TPU and what is wrong (the API client
+      missing, no metadata server, no such TPU in the project and zone, a
+      state other than READY, a health other than HEALTHY).
+  """
+  if tpu == 'local' or tpu.startswith('grpc://'):
+    return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+  try:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+  except OSError as e:  # urllib: no metadata server (not on Google Cloud).
+    raise ValueError(
+        f'--tpu={tpu}: cannot reach the GCE metadata server for this VM\'s '
+        f'project and zone ({_first_line(e)}). Run on a Google Cloud VM, or '
+        f'pass --tpu=grpc://ADDRESS:8470. {HINT}') from e
+  client = _api_client(resolver)
+  where = (f'project {getattr(client, "_project", "?")}, zone '
+           f'{getattr(client, "_zone", "?")}')
+  try:
+    workers = resolver.cluster_spec().as_dict().get('worker', [])
+    health = client.health()
+  except RuntimeError as e:
+    text = str(e)
+    if 'Missing runtime dependency' in text:
+      raise ValueError(
+          f'--tpu={tpu}: resolving a TPU name needs google-api-python-client '
+          'and oauth2client: pip install -r requirements-tpu.txt. '
+          f'{HINT}') from e
+    if 'not yet ready' in text:
+      state = text.rsplit('state:', 1)[-1].strip(' "')
+      raise ValueError(
+          f'--tpu={tpu} ({where}) is {state}, not READY: wait for it, or '
+          'delete and recreate it (a preempted TPU does not come back).'
+      ) from e
+    raise ValueError(f'--tpu={tpu} ({where}): {_first_line(e)}') from e
+  except ValueError as e:  # The client's lookup failure wraps the HTTP error.
+    text = str(e)
+    if '404' in text or 'not found' in text.lower():
+      raise ValueError(
+          f'--tpu={tpu}: no TPU of that name in {where} (the Cloud TPU API '
+          'answered 404). Check the name and zone: gcloud compute tpus '
+          f'tpu-vm list --zone={getattr(client, "_zone", "ZONE")}. '
+          f'{HINT}') from e
+    raise ValueError(f'--tpu={tpu} ({where}): the Cloud TPU API lookup '
+                     f'failed: {_first_line(e).split("Exception: ")[-1]}'
+                     ) from e
+  if health and health != 'HEALTHY':
+    raise ValueError(f'--tpu={tpu} ({where}) is READY but its health is '
+                     f'{health}: wait for it to become HEALTHY, or recreate '
+                     'it.')
+  print(f'TPU {tpu} ({where}): {len(workers)} worker'
+        f'{"s" if len(workers) != 1 else ""}: {", ".join(workers)}',
+        flush=True)
+  return resolver
+
+
+def apply_flags(flags: tuple[str, ...], environ=os.environ) -> str:
+  """Adds TPU compiler flags to LIBTPU_INIT_ARGS (a TPU run only: an unknown
+  flag in XLA_FLAGS aborts a CPU process); returns the variable's value."""
+  for flag in flags:
+    if not flag.startswith('--') or ' ' in flag:
+      raise ValueError(f'TPU flag {flag!r} must read --name=value (gin: '
+                       'distribution.strategy.StrategyConfig.tpu_flags).')
+  present = environ.get(TPU_FLAGS_VARIABLE, '').split()
+  value = ' '.join(present + [f for f in flags if f not in present])
+  if value:
+    environ[TPU_FLAGS_VARIABLE] = value
+  return value

@@ -1,0 +1,134 @@
+"""TPU names resolved by TensorFlow's own resolver against a local GCE
+metadata server and Cloud TPU API (tests/fake_cloud_tpu.py); one-line errors;
+TPU flags that never reach a CPU process."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from distribution import strategy
+from distribution import tpu
+from tests import fake_cloud_tpu
+from tests import helpers
+
+slow = pytest.mark.slow  # Child processes importing TensorFlow.
+
+
+@pytest.fixture(scope='module')
+def cloud():
+  server = fake_cloud_tpu.FakeCloudTpu(nodes={
+      'my-pod': fake_cloud_tpu.node(workers=4, accelerator='v3-32'),
+      'one-host': fake_cloud_tpu.node(workers=1),
+      'gone': fake_cloud_tpu.node(workers=4, state='PREEMPTED'),
+      'sick': fake_cloud_tpu.node(health='UNHEALTHY_MAINTENANCE'),
+  })
+  yield server
+  server.close()
+
+
+def child(env_extra, *args, code=None):
+  env = dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+             **env_extra)
+  env.pop('GOOGLE_APPLICATION_CREDENTIALS', None)
+  command = ([helpers.PYTHON, '-c', code, *args] if code else
+             [helpers.PYTHON, '-m', 'tests.distribution.tpu_main', *args])
+  return subprocess.run(command, capture_output=True, text=True,
+                        cwd=helpers.ROOT, env=env, timeout=300)
+
+
+@slow
+def test_names_resolve_to_their_workers_and_problems_are_one_line(cloud):
+  env = cloud.environment()
+  env.pop('GOOGLE_APPLICATION_CREDENTIALS')
+  done = child(env, 'my-pod', 'one-host', 'nope', 'gone', 'sick')
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = {r['name']: r for r in map(json.loads, (
+      l for l in done.stdout.splitlines() if l.startswith('{')))}
+  assert results['my-pod']['workers'] == [
+      '10.0.0.2:8470', '10.0.0.3:8470', '10.0.0.4:8470', '10.0.0.5:8470']
+  assert ('TPU my-pod (project test-project, zone us-central1-a): 4 workers'
+          in done.stdout)
+  assert results['one-host']['workers'] == ['10.0.0.2:8470']
+  errors = {n: results[n]['error'] for n in ('nope', 'gone', 'sick')}
+  for message in errors.values():
+    assert '\n' not in message
+  assert errors['nope'].startswith(
+      '--tpu=nope: no TPU of that name in project test-project, zone '
+      'us-central1-a (the Cloud TPU API answered 404)')
+  assert 'run on its worker 0 with --tpu=NAME' in errors['nope']
+  assert errors['gone'].startswith('--tpu=gone (project test-project, zone '
+                                   'us-central1-a) is PREEMPTED, not READY')
+  assert 'health is UNHEALTHY_MAINTENANCE' in errors['sick']
+  # The API was asked with the metadata server's token.
+  assert '/v1/projects/test-project/locations/us-central1-a/nodes/my-pod' in (
+      cloud.requests)
+
+
+@slow
+def test_a_missing_api_client_or_metadata_server_is_named(cloud):
+  # googleapiclient absent: TensorFlow's client import fails as without it.
+  hide = ('import sys; sys.modules["googleapiclient"] = None; '
+          'from tests.distribution import tpu_main; '
+          'tpu_main.main(["my-pod"])')
+  env = cloud.environment()
+  done = child(env, code=hide)
+  error = json.loads(done.stdout.strip().splitlines()[-1])['error']
+  assert 'needs google-api-python-client and oauth2client' in error
+  assert 'requirements-tpu.txt' in error
+  closed = f'127.0.0.1:{helpers.free_port()}'
+  done = child({'GCE_METADATA_HOST': closed, 'GCE_METADATA_IP': closed},
+               'my-pod')
+  error = json.loads(done.stdout.strip().splitlines()[-1])['error']
+  assert error.startswith('--tpu=my-pod: cannot reach the GCE metadata '
+                          'server')
+
+
+@slow
+def test_train_py_names_a_missing_tpu_in_one_line(cloud, tmp_path):
+  env = cloud.environment()
+  env.pop('GOOGLE_APPLICATION_CREDENTIALS')
+  done = subprocess.run(
+      [helpers.PYTHON, 'train.py', '--gin_file=gin/resnet_quickstart.gin',
+       f'--model_dir={tmp_path / "run"}', '--tpu=nope',
+       "--gin.distribution.strategy.StrategyConfig.kind='tpu'"],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+               **env))
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert 'Traceback' not in done.stderr
+  assert done.stderr.strip().splitlines()[-1].startswith(
+      'error: --tpu=nope: no TPU of that name in project test-project')
+
+
+def test_tpu_flags_go_to_libtpu_only_for_a_tpu_run(capsys):
+  environ = {'LIBTPU_INIT_ARGS': '--xla_tpu_a=1'}
+  value = tpu.apply_flags(('--xla_tpu_b=true', '--xla_tpu_a=1'), environ)
+  assert value == environ['LIBTPU_INIT_ARGS'] == '--xla_tpu_a=1 --xla_tpu_b=true'
+  with pytest.raises(ValueError, match='must read --name=value'):
+    tpu.apply_flags(('xla_tpu_b',), {})
+  before = {k: os.environ.get(k) for k in ('XLA_FLAGS', 'LIBTPU_INIT_ARGS')}
+  strategy.make_strategy(kind='default',
+                         tpu_flags=('--xla_tpu_enable_data_parallel_all_reduce_'
+                                    'opt=true',))
+  assert {k: os.environ.get(k) for k in before} == before
+  assert 'TPU flags not applied' in capsys.readouterr().out
+
+
+def test_tpu_flags_from_gin_reach_the_operative_config():
+  import gin
+  from tools import gin_setup
+  gin.clear_config()
+  try:
+    gin_setup.parse(['gin/resnet50_pod.gin'], [
+        "DATA_DIR = '/nowhere'",
+        "distribution.strategy.StrategyConfig.tpu_flags = "
+        "('--xla_tpu_enable_data_parallel_all_reduce_opt=true',)"])
+    config = gin.get_configurable(strategy.StrategyConfig)()
+    assert config.tpu_flags == (
+        '--xla_tpu_enable_data_parallel_all_reduce_opt=true',)
+    assert 'xla_tpu_enable_data_parallel_all_reduce_opt' in (
+        gin.operative_config_str())
+  finally:
+    gin.clear_config()
