@@ -71,7 +71,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           actions: Sequence[Callable] = (), deterministic: bool = False,
           eval_steps_per_loop: int = 0,
           preemption_grace_seconds: float = 300.0,
-          restart: bool = False) -> controller_lib.Result:
+          restart: bool = False,
+          profile_steps: Sequence[int] = ()) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -95,6 +96,10 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     restart: start from step 0 when model_dir holds checkpoints of which
       none restores (they are kept, moved to checkpoints/damaged/). Without
       it such a run stops with an error naming them.
+    profile_steps: (first, last): trace the device loops from the first one
+      starting at or after step `first` to the one ending at or past `last`,
+      for TensorBoard's profile plugin (gin macro PROFILE_STEPS; () for
+      none).
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
@@ -111,7 +116,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
         path=os.path.join(model_dir, 'mlperf.log') if chief else None,
         benchmark=task.mlperf_benchmark, submission=submission,
         epoch_num=lambda step: task.mlperf_epoch_num(
-            step, schedule.global_batch_size))
+            step, schedule.global_batch_size),
+        target=task.target_quality)
     events.notify([mlperf], events.InitStart())
     try:
       return _train(
@@ -120,7 +126,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           dist=dist, chief=chief, mlperf=mlperf, extra_actions=actions,
           eval_steps_per_loop=eval_steps_per_loop,
           preemption_grace_seconds=preemption_grace_seconds, restart=restart,
-          worker_sum=worker_sum, lock=lock)
+          worker_sum=worker_sum, lock=lock, profile_steps=profile_steps)
     finally:
       mlperf.close()
   finally:
@@ -147,7 +153,8 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
-           preemption_grace_seconds, restart, worker_sum, lock):
+           preemption_grace_seconds, restart, worker_sum, lock,
+           profile_steps):
   replicas = dist.num_replicas_in_sync
   strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
@@ -228,12 +235,22 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
                              first_eval_step=schedule.first_eval_step,
                              stop_at_target=schedule.stop_at_target),
       mlperf,
+      actions_lib.TimeToAccuracyPlot(
+          log_path=os.path.join(model_dir, 'mlperf.log') if chief else None,
+          png_path=os.path.join(model_dir, 'time_to_accuracy.png')),
       actions_lib.CheckpointSaver(checkpointer,
                                   schedule.checkpoint_every_steps),
       preemption.PreemptionGuard(checkpointer=checkpointer, strategy=dist,
                                  grace_seconds=preemption_grace_seconds),
       *(make(context=context) for make in extra_actions),
   ]
+  if profile_steps:
+    if len(profile_steps) != 2:
+      raise ValueError(f'`profile_steps` must be (first, last), got '
+                       f'{tuple(profile_steps)} (gin macro PROFILE_STEPS).')
+    run_actions.append(actions_lib.Profiler(
+        logdir=model_dir, first_step=profile_steps[0],
+        last_step=profile_steps[1]))
   controller = controller_lib.Controller(
       train_loop=step_lib.make_train_loop(
           strategy=dist, model=model, optimizer=optimizer, learning_rate=lr,

@@ -228,3 +228,17 @@ def test_a_png_in_a_record_is_named(quickstart_data, tmp_path):
   with pytest.raises(ValueError, match=f'{bad}, record 1: image/encoded holds '
                      'PNG bytes, not JPEG'):
     helpers.run_quick(str(data), str(tmp_path / 'run'))
+
+
+def test_a_profile_window_writes_a_trace_and_the_run_a_plot(quickstart_data,
+                                                            tmp_path):
+  model_dir = tmp_path / 'run'
+  helpers.run_quick(quickstart_data, str(model_dir), TRAIN_STEPS=8,
+                    PROFILE_STEPS=(2, 4))
+  traces = glob.glob(str(model_dir / 'plugins' / 'profile' / '*' /
+                         '*.xplane.pb'))
+  assert len(traces) == 1 and os.path.getsize(traces[0]) > 1000
+  assert (model_dir / 'time_to_accuracy.png').read_bytes()[:4] == b'\x89PNG'
+  with pytest.raises(ValueError, match=r'`profile_steps` \(5, 2\) must be'):
+    helpers.run_quick(quickstart_data, str(tmp_path / 'bad'),
+                      PROFILE_STEPS=(5, 2))

@@ -24,6 +24,7 @@ from training import checkpoints
 from training import events as ev
 from training import export
 from training import run_lock
+from training import time_to_accuracy
 from training.task import reaches
 
 
@@ -181,6 +182,60 @@ class LockGuard:
       raise run_lock.ModelDirInUse(
           f'Stopped at step {event.step} without saving: '
           f'{lost or "the chief lost the lock of model_dir"}.')
+
+
+class Profiler:
+  """Traces whole device loops, from the first one starting at or after
+  `first_step` to the one ending at or past `last_step`, into
+  `<model_dir>/plugins/profile/`
+  (TensorBoard's profile plugin opens it; `tensorboard --logdir model_dir`).
+  Every worker traces its own host."""
+
+  def __init__(self, *, logdir: str, first_step: int, last_step: int):
+    if not 0 <= first_step <= last_step:
+      raise ValueError(f'`profile_steps` ({first_step}, {last_step}) must be '
+                       '(first, last) with 0 <= first <= last.')
+    self.logdir, self.first, self.last = logdir, first_step, last_step
+    self.tracing, self.done = False, False
+
+  def _stop(self):
+    if self.tracing:
+      tf.profiler.experimental.stop()
+      self.tracing, self.done = False, True
+      print(f'profile written to {self.logdir}/plugins/profile', flush=True)
+
+  def __call__(self, event):
+    if (isinstance(event, ev.LoopStart) and not (self.tracing or self.done)
+        and self.first <= event.step <= self.last):
+      tf.profiler.experimental.start(self.logdir)
+      self.tracing = True
+    elif isinstance(event, ev.LoopEnd) and event.step >= self.last:
+      self._stop()
+    elif isinstance(event, ev.RunEnd):
+      self._stop()
+
+
+class TimeToAccuracyPlot:
+  """At the end of the run, draws `<model_dir>/time_to_accuracy.png` from
+  its mlperf.log (training/time_to_accuracy.py). Never fails the run: a
+  plot that cannot be drawn is a warning."""
+
+  def __init__(self, *, log_path: str | None, png_path: str):
+    """Args:
+      log_path: the run's mlperf.log, or None on non-chief workers.
+      png_path: where the plot goes.
+    """
+    self.log_path, self.png_path = log_path, png_path
+
+  def __call__(self, event):
+    if not (isinstance(event, ev.RunEnd) and self.log_path):
+      return
+    try:
+      time_to_accuracy.plot([time_to_accuracy.read_log(self.log_path)],
+                            self.png_path)
+    except Exception as e:  # pylint: disable=broad-except
+      print(f'warning: no time-to-accuracy plot ({type(e).__name__}: {e})',
+            flush=True)
 
 
 class CheckpointSaver:

@@ -23,6 +23,7 @@ from mlperf_logging.mllog import mllog
 import tensorflow as tf
 
 from training import events as ev
+from training import time_to_accuracy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,20 +128,23 @@ class MlperfLog:
   """The MLPerf log of one run, driven by the run's events."""
 
   def __init__(self, *, path: str | None, benchmark: str,
-               submission: Submission, epoch_num):
+               submission: Submission, epoch_num,
+               target: float | None = None):
     """Args:
       path: the log file, or None on non-chief workers.
       benchmark: submission_benchmark ('resnet', 'bert').
       submission: the submission_* values.
       epoch_num: step -> MLPerf epoch_num (the task's mlperf_epoch_num with
         the global batch bound).
+      target: the run's quality target, logged as `quality_target` (not an
+        MLPerf key; the checker ignores it) so plots and scores read it.
 
     Set `hyperparameters` (see `hyperparameters()` below) before InitEnd:
     they are logged before init_stop.
     """
     self.logger = MlperfLogger(path=path)
     self.benchmark, self.submission = benchmark, submission
-    self.epoch = epoch_num
+    self.epoch, self.target = epoch_num, target
     self.hyperparameters = {}
     self.block_open = None  # The open block's metadata.
 
@@ -159,6 +163,8 @@ class MlperfLog:
       if event.resumed_from:
         log.event(RESUMED_FROM_CHECKPOINT, event.resumed_from,
                   metadata={'step': event.step})
+      if self.target is not None:
+        log.event(time_to_accuracy.QUALITY_TARGET, self.target)
       for key, value in self.hyperparameters.items():
         log.event(key, value)
       log.end(mlc.INIT_STOP)

@@ -1,0 +1,115 @@
+"""Time-to-accuracy: read MLPerf logs, draw quality against time.
+
+`read_log` takes the `:::MLLOG` lines a run wrote (training/mlperf_log.py):
+run_start, each eval_accuracy with its time, run_stop with its status, and
+the `quality_target` this suite logs. `plot` draws one curve per log
+(time since run_start against eval quality) with the target as a line,
+into a PNG. The run writes `<model_dir>/time_to_accuracy.png` at its end;
+`python -m tools.score` draws N runs together.
+"""
+
+import dataclasses
+import json
+
+import tensorflow as tf
+
+QUALITY_TARGET = 'quality_target'
+MLLOG_PREFIX = ':::MLLOG '
+
+
+@dataclasses.dataclass
+class RunLog:
+  """What one mlperf.log says about its run."""
+  path: str
+  benchmark: str | None
+  run_start_ms: float | None
+  run_stop_ms: float | None
+  status: str | None
+  evals: list  # (milliseconds since run_start, epoch_num, quality).
+  target: float | None
+
+  @property
+  def minutes(self) -> float | None:
+    """Time to train (run_start to run_stop), as MLPerf scores it."""
+    if self.run_start_ms is None or self.run_stop_ms is None:
+      return None
+    return (self.run_stop_ms - self.run_start_ms) / 60000.0
+
+
+def read_log(path: str) -> RunLog:
+  """Parses an MLPerf log (local or gs://).
+
+  Raises:
+    ValueError: naming the file when it holds no MLLOG line.
+  """
+  with tf.io.gfile.GFile(path) as f:
+    lines = [json.loads(line.split(MLLOG_PREFIX, 1)[1])
+             for line in f if MLLOG_PREFIX in line]
+  if not lines:
+    raise ValueError(f'{path} holds no MLPerf log lines (":::MLLOG ...").')
+  run = RunLog(path=path, benchmark=None, run_start_ms=None, run_stop_ms=None,
+               status=None, evals=[], target=None)
+  for line in lines:
+    key, value, meta = line['key'], line.get('value'), line.get('metadata', {})
+    if key == 'submission_benchmark':
+      run.benchmark = value
+    elif key == 'run_start':
+      run.run_start_ms = line['time_ms']
+    elif key == 'run_stop':
+      run.run_stop_ms, run.status = line['time_ms'], meta.get('status')
+    elif key == QUALITY_TARGET:
+      run.target = float(value)
+    elif key == 'eval_accuracy' and run.run_start_ms is not None:
+      run.evals.append((line['time_ms'] - run.run_start_ms,
+                        meta.get('epoch_num'), float(value)))
+  return run
+
+
+def plot(runs: list[RunLog], path: str, *, title: str = '',
+         target: float | None = None) -> str:
+  """Writes a PNG of eval quality against time since run_start (seconds
+  when the longest run is under two minutes, else minutes).
+
+  Args:
+    runs: parsed logs, one curve each.
+    path: the PNG (local or gs://).
+    title: the figure's title (default: the benchmark).
+    target: the quality target line (default: the logs' quality_target).
+
+  Returns:
+    `path`.
+  """
+  import matplotlib  # Only runs that plot pay for the import.
+  matplotlib.use('Agg')
+  from matplotlib import pyplot
+
+  target = target if target is not None else next(
+      (r.target for r in runs if r.target is not None), None)
+  longest = max((t for r in runs for t, _, _ in r.evals), default=0)
+  # Short runs (quickstarts) read better in seconds.
+  unit, scale = ('seconds', 1000.0) if longest < 120000 else ('minutes',
+                                                               60000.0)
+  figure, axes = pyplot.subplots(figsize=(7, 4.5), dpi=100)
+  for i, run in enumerate(runs):
+    if not run.evals:
+      continue
+    times = [t / scale for t, _, _ in run.evals]
+    quality = [q for _, _, q in run.evals]
+    label = f'run {i + 1}' if len(runs) > 1 else 'eval'
+    if run.minutes is not None:
+      label += f' ({run.minutes * 60000.0 / scale:.3g} {unit[:3]}, '
+      label += f'{run.status})'
+    axes.plot(times, quality, marker='o', markersize=3, label=label)
+  if target is not None:
+    axes.axhline(target, color='black', linestyle='--', linewidth=1,
+                 label=f'target {target:g}')
+  axes.set_xlabel(f'{unit} since run_start')
+  axes.set_ylabel('eval quality')
+  axes.set_title(title or f'time to accuracy: {runs[0].benchmark or "run"}')
+  axes.grid(alpha=0.3)
+  axes.legend(fontsize=8, loc='lower right')
+  figure.tight_layout()
+  with tf.io.gfile.GFile(path, 'wb') as f:
+    figure.savefig(f, format='png')
+  pyplot.close(figure)
+  return path
