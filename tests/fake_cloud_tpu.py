@@ -1,4 +1,5 @@
-"""A local GCE metadata server and Cloud TPU API (v1), speaking their protocols.
+"""A local GCE metadata server and Cloud TPU API (v1, and v2's node lookup),
+speaking their protocols.
 
 TensorFlow's TPUClusterResolver resolves a TPU name through its bundled Cloud
 TPU client: project and zone from the metadata server (GCE_METADATA_HOST),
@@ -6,7 +7,8 @@ an OAuth token from it through oauth2client (GCE_METADATA_IP,
 GCE_METADATA_ROOT), the API's discovery document (TPU_API_DISCOVERY_URL,
 here google-api-python-client's own copy of tpu.v1 pointed at this server)
 and `GET v1/projects/P/locations/Z/nodes/N`. This server answers all of
-them for the nodes it is given.
+them for the nodes it is given, and `GET v2/projects/P/locations/Z/nodes/N`
+(the TPU VM API google-cloud-tpu's REST transport calls) as well.
 
   server = FakeCloudTpu(nodes={'my-pod': node(workers=4)})
   env = server.environment()   # for a child process: oauth2client reads
@@ -97,6 +99,19 @@ class FakeCloudTpu:
           return self._send(404, b'not found', 'text/plain')
         if path == '/discovery/tpu/v1':
           return self._send(200, _discovery_document(outer.base_url))
+        v2 = f'/v2/projects/{PROJECT}/locations/{ZONE}/nodes/'
+        if path.startswith(v2):  # TPU VMs' API, as google-cloud-tpu asks it.
+          name = path[len(v2):]
+          if name not in outer.nodes:
+            return self._send(404, {'error': {
+                'code': 404, 'status': 'NOT_FOUND',
+                'message': f'node {name} not found'}})
+          found = outer.nodes[name]
+          return self._send(200, {
+              'name': v2[1:] + name, 'state': found['state'],
+              'acceleratorType': found['acceleratorType'],
+              'health': found['health'],
+              'networkEndpoints': found['networkEndpoints']})
         prefix = f'/v1/projects/{PROJECT}/locations/{ZONE}/nodes/'
         if path.startswith(prefix):
           if self.headers.get('Authorization') != 'Bearer fake-token':

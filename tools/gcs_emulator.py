@@ -19,8 +19,9 @@ under `unshare -mn` as root), this tool:
      exits with its exit code.
 Nothing outside the namespace is touched.
 
-The emulator enforces `ifGenerationMatch` on uploads and deletes, as GCS
-does (gcp-storage-emulator ignores it); the gs:// run lock relies on it.
+The emulator enforces `ifGenerationMatch` on uploads and deletes, and keeps
+a new bucket's location, as GCS does (gcp-storage-emulator ignores both); the
+gs:// run lock and the launcher's preflight rely on them.
 The Python client alone needs no root: `start_emulator` and
 STORAGE_EMULATOR_HOST=http://127.0.0.1:PORT.
 """
@@ -89,6 +90,41 @@ def _enforce_generation_preconditions() -> None:
   objects.insert = checked(objects.insert)
 
 
+def _keep_bucket_locations() -> None:
+  """Makes a created bucket keep the location it was asked for, as GCS does
+  (gcp-storage-emulator makes every bucket multi-region US)."""
+  from gcp_storage_emulator import server
+  from gcp_storage_emulator.handlers import buckets
+
+  make = buckets._make_bucket_resource  # pylint: disable=protected-access
+  if getattr(make, 'keeps_location', False):
+    return
+  asked = threading.local()
+
+  def make_with_location(*args, **kwargs):
+    resource = make(*args, **kwargs)
+    location = getattr(asked, 'location', None)
+    if location:
+      resource['location'] = location.upper()
+      resource['locationType'] = 'region' if '-' in location else (
+          'multi-region')
+    return resource
+
+  def insert(request, response, storage, *args, **kwargs):
+    asked.location = (request.data or {}).get('location')
+    try:
+      return buckets.insert(request, response, storage, *args, **kwargs)
+    finally:
+      asked.location = None
+
+  make_with_location.keeps_location = True
+  buckets._make_bucket_resource = make_with_location  # pylint: disable=protected-access
+  for _, handlers in server.HANDLERS:
+    for method, handler in handlers.items():
+      if handler is buckets.insert:
+        handlers[method] = insert
+
+
 def start_emulator(bucket: str):
   """Starts gcp-storage-emulator in memory with `bucket`; returns (server, port)."""
   from gcp_storage_emulator.handlers import objects
@@ -105,6 +141,7 @@ def start_emulator(bucket: str):
 
   objects._media_upload = media_upload_allowing_empty_body  # pylint: disable=protected-access
   _enforce_generation_preconditions()
+  _keep_bucket_locations()
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
