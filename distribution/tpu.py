@@ -12,7 +12,10 @@ and TPU compiler flags that never reach a CPU process.
 - `grpc://HOST:PORT`: a TPU worker address, used as is.
 """
 
+import glob
 import os
+import re
+import urllib.request
 
 import tensorflow as tf
 
@@ -105,3 +108,50 @@ def apply_flags(flags: tuple[str, ...], environ=os.environ) -> str:
   if value:
     environ[TPU_FLAGS_VARIABLE] = value
   return value
+
+
+_SLICE = re.compile(r'^v([2-5])[a-z]*-(\d+)$')
+
+
+def slice_hosts(accelerator: str) -> int:
+  """Host VMs of a v2/v3/v4 slice: one per 8 TensorCores (v3-32: 4)."""
+  match = _SLICE.match(accelerator)
+  if not match or int(match.group(2)) % 8:
+    raise ValueError(f'--accelerator={accelerator!r}: expected a v2, v3 or '
+                     'v4 slice such as v3-8, v3-32 or v4-128.')
+  return int(match.group(2)) // 8
+
+
+def _metadata(path: str, timeout: float) -> str | None:
+  host = os.environ.get('GCE_METADATA_HOST', 'metadata.google.internal')
+  request = urllib.request.Request(f'http://{host}/computeMetadata/v1/{path}',
+                                   headers={'Metadata-Flavor': 'Google'})
+  try:
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+      return response.read().decode().strip()
+  except OSError:
+    return None
+
+
+def detect_runtime(*, devices: str = '/dev/accel*',
+                   timeout: float = 2.0) -> tuple[str, str]:
+  """What this machine can train on: ('local' or '', a sentence saying why).
+
+  A TPU VM has TPU devices (`/dev/accel*`); its slice type comes from the
+  metadata server (`instance/attributes/accelerator-type`). A host of a
+  multi-host slice cannot drive the slice alone: that gets '' and a note.
+  """
+  if not glob.glob(devices):
+    return '', 'CPU: no TPU on this machine (the quickstart runs on the CPU).'
+  accelerator = _metadata('instance/attributes/accelerator-type', timeout)
+  try:
+    count = slice_hosts(accelerator) if accelerator else 1
+  except ValueError:
+    count = 1  # A newer slice type: treat as one host.
+  if count > 1:
+    return '', (f'a host of a {accelerator} slice ({count} hosts): a notebook '
+                'drives one host only. Train on the slice from its worker 0 '
+                'with --tpu=NAME (python -m tools.launch); here the '
+                'quickstart runs on the CPU.')
+  return 'local', (f'a single-host TPU VM ({accelerator or "TPU"}): training '
+                   'with --tpu=local.')

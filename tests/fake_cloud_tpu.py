@@ -48,8 +48,14 @@ def _discovery_document(base_url: str) -> bytes:
 class FakeCloudTpu:
   """Serves metadata and the TPU API on 127.0.0.1 in a daemon thread."""
 
-  def __init__(self, nodes: dict):
+  def __init__(self, nodes: dict, accelerator_type: str = ''):
+    """Args:
+      nodes: TPU name -> node() dict.
+      accelerator_type: this "VM"'s instance/attributes/accelerator-type
+        ('' : not a TPU VM, 404).
+    """
     self.nodes, self.requests = dict(nodes), []
+    self.accelerator_type = accelerator_type
     outer = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -82,6 +88,8 @@ class FakeCloudTpu:
               'project/project-id': PROJECT,
               'instance/zone': f'projects/123456789/zones/{ZONE}',
               'instance/network-interfaces/0/ip': '10.0.0.100',
+              'instance/attributes/accelerator-type': (
+                  outer.accelerator_type or None),
           }.get(key)
           if text is not None:
             return self._send(200, text, 'text/plain')

@@ -27,7 +27,6 @@ resuming a timed run), an untimed one (--notimed) resumed in place.
 """
 
 import dataclasses
-import re
 import shlex
 import subprocess
 import sys
@@ -35,19 +34,11 @@ import sys
 from absl import app
 from absl import flags
 
+from distribution import tpu
+
 FLAGS = flags.FLAGS
 EXIT_PREEMPTED = 75  # training.preemption.EXIT_PREEMPTED
 LOST_STATES = ('PREEMPTED', 'TERMINATED')
-_ACCELERATOR = re.compile(r'^v([2-5])[a-z]*-(\d+)$')
-
-
-def hosts(accelerator: str) -> int:
-  """Host VMs of a v2/v3/v4 slice: one per 8 TensorCores (v3-32: 4)."""
-  match = _ACCELERATOR.match(accelerator)
-  if not match or int(match.group(2)) % 8:
-    raise ValueError(f'--accelerator={accelerator!r}: expected a v2, v3 or '
-                     'v4 slice such as v3-8, v3-32 or v4-128.')
-  return int(match.group(2)) // 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +62,7 @@ class Job:
 
   @property
   def multi_host(self) -> bool:
-    return hosts(self.accelerator) > 1
+    return tpu.slice_hosts(self.accelerator) > 1
 
   def gcloud(self, *args: str) -> list[str]:
     return ['gcloud', 'compute', 'tpus', *args, f'--zone={self.zone}',
@@ -254,7 +245,7 @@ def execute(job: Job, tarball: str, *, max_retries: int = 3,
 
 def job_from_flags() -> Job:
   f = FLAGS
-  hosts(f.accelerator)  # Fails early on an unknown slice.
+  tpu.slice_hosts(f.accelerator)  # Fails early on an unknown slice.
   if not f.model_dir.startswith('gs://'):
     raise ValueError(f'--model_dir={f.model_dir}: TPU VMs write to GCS; give '
                      'a gs:// folder.')

@@ -132,3 +132,22 @@ def test_tpu_flags_from_gin_reach_the_operative_config():
         gin.operative_config_str())
   finally:
     gin.clear_config()
+
+
+@pytest.mark.parametrize('accelerator,expected', [
+    ('', ('', 'CPU: no TPU')),
+    ('v3-8', ('local', 'a single-host TPU VM (v3-8)')),
+    ('v4-8', ('local', 'a single-host TPU VM (v4-8)')),
+    ('v3-32', ('', 'a host of a v3-32 slice (4 hosts)')),
+])
+def test_the_runtime_is_detected_from_devices_and_metadata(
+    tmp_path, monkeypatch, accelerator, expected):
+  server = fake_cloud_tpu.FakeCloudTpu(nodes={}, accelerator_type=accelerator)
+  try:
+    monkeypatch.setenv('GCE_METADATA_HOST', server.host)
+    if accelerator:  # A TPU VM's device files.
+      (tmp_path / 'accel0').write_bytes(b'')
+    tpu_arg, note = tpu.detect_runtime(devices=str(tmp_path / 'accel*'))
+    assert tpu_arg == expected[0] and note.startswith(expected[1])
+  finally:
+    server.close()

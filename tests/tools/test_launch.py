@@ -10,6 +10,7 @@ import tarfile
 
 import pytest
 
+from distribution import tpu
 from tests import fake_cloud_tpu
 from tests import helpers
 from tools import gcs_emulator
@@ -73,10 +74,10 @@ def test_dry_run_prints_the_exact_commands(accelerator, queued):
 
 
 def test_slices_and_their_hosts():
-  assert [launch.hosts(a) for a in ('v3-8', 'v3-32', 'v3-4096', 'v4-128')] == [
-      1, 4, 512, 16]
+  assert [tpu.slice_hosts(a) for a in ('v3-8', 'v3-32', 'v3-4096',
+                                       'v4-128')] == [1, 4, 512, 16]
   with pytest.raises(ValueError, match="--accelerator='v3-6'"):
-    launch.hosts('v3-6')
+    tpu.slice_hosts('v3-6')
 
 
 @pytest.mark.parametrize('code,state,timed,decision', [
