@@ -155,6 +155,14 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
            preemption_grace_seconds, restart, worker_sum, lock,
            profile_steps):
+  profiler = None
+  if profile_steps:
+    if len(profile_steps) != 2:
+      raise ValueError(f'`profile_steps` must be (first, last), got '
+                       f'{tuple(profile_steps)} (gin macro PROFILE_STEPS).')
+    profiler = actions_lib.Profiler(logdir=model_dir,
+                                    first_step=profile_steps[0],
+                                    last_step=profile_steps[1])
   replicas = dist.num_replicas_in_sync
   strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
@@ -244,13 +252,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
                                  grace_seconds=preemption_grace_seconds),
       *(make(context=context) for make in extra_actions),
   ]
-  if profile_steps:
-    if len(profile_steps) != 2:
-      raise ValueError(f'`profile_steps` must be (first, last), got '
-                       f'{tuple(profile_steps)} (gin macro PROFILE_STEPS).')
-    run_actions.append(actions_lib.Profiler(
-        logdir=model_dir, first_step=profile_steps[0],
-        last_step=profile_steps[1]))
+  if profiler:
+    run_actions.append(profiler)
   controller = controller_lib.Controller(
       train_loop=step_lib.make_train_loop(
           strategy=dist, model=model, optimizer=optimizer, learning_rate=lr,

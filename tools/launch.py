@@ -213,11 +213,13 @@ def execute(job: Job, tarball: str, *, max_retries: int = 3,
     return run(argv, **kwargs)
 
   def bring_up():
-    if node_state(job) not in (None, *LOST_STATES):
-      return
-    if node_state(job) in LOST_STATES:
+    """Reuses a live node, replaces a lost one, creates a missing one; then
+    installs this package on every worker."""
+    state = node_state(job)
+    if state in LOST_STATES:
       call(delete_node(job), check=True)
-    call(create_node(job), check=True)
+    if state is None or state in LOST_STATES:
+      call(create_node(job), check=True)
     for command in install(job, tarball):
       call(command, check=True)
 

@@ -187,9 +187,8 @@ class LockGuard:
 class Profiler:
   """Traces whole device loops, from the first one starting at or after
   `first_step` to the one ending at or past `last_step`, into
-  `<model_dir>/plugins/profile/`
-  (TensorBoard's profile plugin opens it; `tensorboard --logdir model_dir`).
-  Every worker traces its own host."""
+  `<model_dir>/plugins/profile/`, which TensorBoard's profile plugin opens
+  (`tensorboard --logdir <model_dir>`). Every worker traces its own host."""
 
   def __init__(self, *, logdir: str, first_step: int, last_step: int):
     if not 0 <= first_step <= last_step:
