@@ -1,10 +1,12 @@
 """Optimizers as per-variable update rules over plain tf.Variables.
 
-Each optimizer owns its slot variables and an
-`update(var, grad, slots, lr, step, *, decay)` rule that runs on one device
-copy; the runtime (training/step.py) decides where and when it runs, so the
-same code serves one device, mirrored replicas and, later, sharded weight
-updates. The learning rate comes from a schedule of its own (gin binds
+Each optimizer owns its slot variables and a pure rule
+`apply(w, g, slot_values, lr, step, *, decay, norm) -> (new_w, new_slots)` on
+values; `update(var, grad, slots, lr, step, *, decay)` applies it to one
+device copy's variables. The runtime (training/step.py) decides where and
+when it runs, so the same rule serves one device, mirrored replicas and
+sharded weight updates (training/weight_update_sharding.py), which give it
+1/N of each tensor and a `norm` that sums squares over the replicas. The learning rate comes from a schedule of its own (gin binds
 `train.train.learning_rate`, training/schedules.py); which variables skip
 weight decay is the model's naming rule, bound in the model's gin file
 (`exclude`). Implements training.task.Optimizer.
@@ -22,13 +24,21 @@ class _Optimizer:
     self.weight_decay, self.exclude = weight_decay, exclude
     self.slots = {}
 
-  def build(self, variables) -> None:
-    """Creates the slots (call under the strategy scope)."""
+  def build(self, variables, *, make_slot=None) -> None:
+    """Creates the slots (call under the strategy scope).
+
+    Args:
+      variables: the trainable variables.
+      make_slot: (variable, slot name) -> the slot variable; default a
+        zero variable of the variable's shape (weight-update sharding makes
+        per-replica shards instead).
+    """
     for v in variables:
       name = v.name.split(':')[0]
       for slot in self.slot_names:
-        self.slots[f'{name}/{slot}'] = tf.Variable(
-            tf.zeros_like(v), trainable=False, name=f'{name}/{slot}')
+        self.slots[f'{name}/{slot}'] = (
+            make_slot(v, f'{name}/{slot}') if make_slot else tf.Variable(
+                tf.zeros_like(v), trainable=False, name=f'{name}/{slot}'))
 
   def slots_for(self, variables) -> list[tuple]:
     """Each variable's slots, in `slot_names` order."""
@@ -45,6 +55,12 @@ class _Optimizer:
 
   def loss_weight_decay(self) -> float:
     return 0.0  # Decoupled by default: applied in the update.
+
+  def update(self, var, grad, slots, lr, step, *, decay: bool):
+    """One update of one device copy; returns the assign ops."""
+    new_var, new_slots = self.apply(var, grad, slots, lr, step, decay=decay)
+    return [s.assign(v) for s, v in zip(slots, new_slots)] + [
+        var.assign(new_var)]
 
 
 def _schedule_keys(schedule, prefix: str) -> dict:
@@ -82,14 +98,14 @@ class Lars(_Optimizer):
     super().__init__(weight_decay=weight_decay, exclude=exclude)
     self.momentum, self.eeta, self.epsilon = momentum, eeta, epsilon
 
-  def update(self, var, grad, slots, lr, step, *, decay: bool):
+  def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
     del step
     (slot,) = slots
     if not decay:
       scaled_lr = lr
     else:
-      w_norm = tf.norm(var)
-      g_norm = tf.norm(grad)
+      w_norm = norm(var)
+      g_norm = norm(grad)
       trust = tf.where(
           w_norm > 0,
           tf.where(g_norm > 0, self.eeta * w_norm /
@@ -98,7 +114,7 @@ class Lars(_Optimizer):
       scaled_lr = lr * trust
       grad = grad + self.weight_decay * var
     new_slot = self.momentum * slot + scaled_lr * grad
-    return [slot.assign(new_slot), var.assign_sub(new_slot)]
+    return var - new_slot, [new_slot]
 
   def mlperf_params(self, schedule) -> dict:
     return {
@@ -125,11 +141,11 @@ class SgdMomentum(_Optimizer):
     super().__init__(weight_decay=weight_decay, exclude=exclude)
     self.momentum = momentum
 
-  def update(self, var, grad, slots, lr, step, *, decay: bool):
-    del step, decay  # Weight decay is in the loss.
+  def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
+    del step, decay, norm  # Weight decay is in the loss.
     (slot,) = slots
     new_slot = self.momentum * slot + grad
-    return [slot.assign(new_slot), var.assign_sub(lr * new_slot)]
+    return var - lr * new_slot, [new_slot]
 
   def mlperf_params(self, schedule) -> dict:
     return {
@@ -175,11 +191,11 @@ class Adam(_Optimizer):
       update += self.weight_decay * var
     return next_m, next_v, update
 
-  def update(self, var, grad, slots, lr, step, *, decay: bool):
+  def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
+    del norm
     next_m, next_v, update = self.direction(var, grad, slots, step,
                                             decay=decay)
-    m, v = slots
-    return [m.assign(next_m), v.assign(next_v), var.assign_sub(lr * update)]
+    return var - lr * update, [next_m, next_v]
 
   def mlperf_params(self, schedule) -> dict:
     d = schedule.describe()
@@ -212,18 +228,15 @@ class Lamb(Adam):
                      epsilon=epsilon, weight_decay=weight_decay)
     self.adapt_excluded = adapt_excluded
 
-  def update(self, var, grad, slots, lr, step, *, decay: bool):
+  def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
     next_m, next_v, update = self.direction(var, grad, slots, step,
                                             decay=decay)
-    m, v = slots
     if not (decay or self.adapt_excluded):
-      return [m.assign(next_m), v.assign(next_v),
-              var.assign_sub(lr * update)]
-    w_norm, u_norm = tf.norm(var), tf.norm(update)
+      return var - lr * update, [next_m, next_v]
+    w_norm, u_norm = norm(var), norm(update)
     ratio = tf.where(w_norm > 0,
                      tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
-    return [m.assign(next_m), v.assign(next_v),
-            var.assign_sub(lr * ratio * update)]
+    return var - lr * ratio * update, [next_m, next_v]
 
   def mlperf_params(self, schedule) -> dict:
     d = schedule.describe()

@@ -11,6 +11,7 @@ import dataclasses
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from training import weight_update_sharding as wus
 
 ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
 
@@ -75,12 +76,15 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
 
 def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                     step: tf.Variable,
-                    gradients: GradientOptions = GradientOptions()):
+                    gradients: GradientOptions = GradientOptions(),
+                    weight_update_sharding: bool = False):
   """Returns train_loop(iterator, num_steps) -> mean loss over the steps.
 
   The loss reported is the replicas' own mean losses averaged (share x
   replica_factor, averaged): the global mean for `share_of_global_mean`,
-  the mean of replica means for the other two normalisations.
+  the mean of replica means for the other two normalisations. With
+  `weight_update_sharding` each replica updates its shard of every weight
+  (training/weight_update_sharding.py; slots built with its make_slot).
   """
   variables = list(model.trainable_variables)
   slots = optimizer.slots_for(variables)
@@ -94,6 +98,15 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
       distribution.extended.update(var, optimizer.update,
                                    args=(grad, var_slots, lr, step),
                                    kwargs={'decay': decay}, group=False)
+    for name, value in zip(state_names, state_values):
+      distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
+                                   args=(value,), group=False)
+    step.assign_add(1)
+
+  def assign_updates(distribution, new_values, state_values):
+    for var, value in zip(variables, new_values):
+      distribution.extended.update(var, lambda v, x: v.assign(x),
+                                   args=(value,), group=False)
     for name, value in zip(state_names, state_values):
       distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
                                    args=(value,), group=False)
@@ -113,7 +126,14 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
     state_values = [state_updates[n] for n in state_names]
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)
-    ctx.merge_call(apply_updates, args=(grads, state_values))
+    if weight_update_sharding:
+      new_values = wus.sharded_updates(
+          strategy=strategy, optimizer=optimizer, variables=variables,
+          slots=slots, grads=grads, decays=decays, lr=learning_rate(step),
+          step=step)
+      ctx.merge_call(assign_updates, args=(new_values, state_values))
+    else:
+      ctx.merge_call(apply_updates, args=(grads, state_values))
     return share.value * share.replica_factor / ctx.num_replicas_in_sync
 
   @tf.function

@@ -94,14 +94,22 @@ class Optimizer(Protocol):
 
   slots: dict  # name -> slot tf.Variable; checkpointed with the model.
 
-  def build(self, variables: Sequence[tf.Variable]) -> None:
-    """Creates the slots (called under the strategy scope)."""
+  def build(self, variables: Sequence[tf.Variable], *,
+            make_slot=None) -> None:
+    """Creates the slots (called under the strategy scope); `make_slot`
+    (variable, name) -> slot variable overrides how (sharded slots)."""
 
   def slots_for(self, variables) -> list[tuple]:
     """Each variable's slots, in a fixed order."""
 
   def takes_decay(self, variable) -> bool:
     """Whether weight decay (and layer-wise scaling) applies to `variable`."""
+
+  def apply(self, var, grad, slots, lr, step, *, decay: bool,
+            norm=tf.norm) -> tuple:
+    """The rule on values: (new weight, new slot values). Elementwise
+    except through `norm` (tensor -> its L2 norm), so it runs on a shard of
+    every tensor when `norm` sums over the shards."""
 
   def update(self, var, grad, slots, lr, step, *, decay: bool) -> list:
     """Applies one update to one device copy; returns the assign ops."""

@@ -1,0 +1,124 @@
+"""Weight-update sharding on 4 logical CPU replicas: the same weights as the
+unsharded update after K steps, and 1/N of the optimizer state per replica."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distribution import strategy as strategies
+from training import losses
+from training import optimizers
+from training import step as step_lib
+from training import weight_update_sharding as wus
+
+REPLICAS = 4
+STEPS = 5
+
+
+@pytest.fixture(scope='module')
+def strategy():
+  return strategies.make_strategy(kind='mirrored', num_cpu_devices=REPLICAS)
+
+
+class Mlp(tf.Module):
+  """Two layers with sizes that do not divide by 4 (shards get padding)."""
+
+  def __init__(self):
+    super().__init__()
+    rng = np.random.default_rng(0)
+    self.params = {
+        'dense_1/kernel': tf.Variable(
+            rng.standard_normal((5, 7)).astype(np.float32) * 0.3,
+            name='dense_1/kernel'),
+        'dense_1/bias': tf.Variable(np.zeros(7, np.float32) + 0.1,
+                                    name='dense_1/bias'),
+        'dense_2/kernel': tf.Variable(
+            rng.standard_normal((7, 3)).astype(np.float32) * 0.3,
+            name='dense_2/kernel'),
+    }
+    self.state = {}
+
+  def __call__(self, x):
+    h = tf.nn.relu(x @ self.params['dense_1/kernel'] +
+                   self.params['dense_1/bias'])
+    return h @ self.params['dense_2/kernel']
+
+
+class RegressionTask:
+  def loss_share(self, model, batch):
+    error = tf.reduce_sum(tf.square(model(batch['x']) - batch['y']), -1)
+    return losses.share_of_global_mean(error), {}
+
+
+def is_bias(name):
+  return 'bias' in name
+
+
+OPTIMIZERS = {
+    'lars': lambda: optimizers.Lars(exclude=is_bias, momentum=0.9,
+                                    weight_decay=1e-4, eeta=0.001),
+    'lamb': lambda: optimizers.Lamb(exclude=is_bias, weight_decay=0.01),
+    'adam': lambda: optimizers.Adam(),
+    'sgd': lambda: optimizers.SgdMomentum(exclude=is_bias),
+}
+
+
+def train(strategy, make_optimizer, sharded):
+  """STEPS steps; returns (weights, optimizer, model)."""
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((64, 5)).astype(np.float32)
+  y = rng.standard_normal((64, 3)).astype(np.float32)
+  optimizer = make_optimizer()
+  with strategy.scope():
+    model, step = Mlp(), tf.Variable(0, dtype=tf.int64)
+    optimizer.build(list(model.trainable_variables), make_slot=(
+        wus.make_slot_factory(REPLICAS) if sharded else None))
+  ds = tf.data.Dataset.from_tensor_slices({'x': x, 'y': y}).repeat().batch(16)
+  loop = step_lib.make_train_loop(
+      strategy=strategy, model=model, optimizer=optimizer,
+      learning_rate=lambda s: 0.05, task=RegressionTask(), step=step,
+      weight_update_sharding=sharded)
+  loop(iter(strategy.experimental_distribute_dataset(ds)), tf.constant(STEPS))
+  return {k: v.numpy() for k, v in model.params.items()}, optimizer, model
+
+
+@pytest.mark.parametrize('name', sorted(OPTIMIZERS))
+def test_sharded_updates_give_the_unsharded_weights(strategy, name):
+  plain, _, _ = train(strategy, OPTIMIZERS[name], sharded=False)
+  sharded, _, model = train(strategy, OPTIMIZERS[name], sharded=True)
+  for key in plain:
+    if name in ('sgd', 'adam'):  # Elementwise only: the same arithmetic.
+      np.testing.assert_array_equal(sharded[key], plain[key], err_msg=key)
+    else:  # Norms add their squares shard by shard: float32 round-off.
+      np.testing.assert_allclose(sharded[key], plain[key], rtol=2e-6,
+                                 atol=1e-7, err_msg=key)
+    # Every replica holds the same full weights.
+    copies = strategy.experimental_local_results(model.params[key])
+    for copy in copies[1:]:
+      np.testing.assert_array_equal(copy.numpy(), copies[0].numpy())
+
+
+def test_each_replica_keeps_a_quarter_of_the_optimizer_state(strategy):
+  _, plain, _ = train(strategy, OPTIMIZERS['lamb'], sharded=False)
+  _, sharded, _ = train(strategy, OPTIMIZERS['lamb'], sharded=True)
+
+  def per_device(optimizer):
+    sizes = {}
+    for slot in optimizer.slots.values():
+      for copy in strategy.experimental_local_results(slot):
+        sizes[copy.device] = sizes.get(copy.device, 0) + int(
+            np.prod(copy.shape))
+    return sizes
+
+  full, split = per_device(plain), per_device(sharded)
+  assert len(split) == REPLICAS and len(set(split.values())) == 1
+  total = sum(v.shape.num_elements() for v in plain.slots.values())
+  per_replica = next(iter(split.values()))
+  # 1/N of every slot, rounded up: at most one padding element a slot.
+  assert total / REPLICAS <= per_replica <= total / REPLICAS + len(
+      sharded.slots)
+  assert next(iter(full.values())) == total
+  # Each replica's shards differ: the state is split, not copied.
+  slot = next(iter(sharded.slots.values()))
+  copies = [c.numpy() for c in strategy.experimental_local_results(slot)]
+  assert not all(np.array_equal(copies[0], c) for c in copies[1:])
