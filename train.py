@@ -38,6 +38,7 @@ from training import mlperf_log
 from training import preemption
 from training import run_lock
 from training import step as step_lib
+from training import weight_update_sharding as wus
 from training.task import Optimizer
 from training.task import Task
 
@@ -72,7 +73,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           eval_steps_per_loop: int = 0,
           preemption_grace_seconds: float = 300.0,
           restart: bool = False,
-          profile_steps: Sequence[int] = ()) -> controller_lib.Result:
+          profile_steps: Sequence[int] = (),
+          weight_update_sharding: bool = False) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -100,6 +102,10 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       starting at or after step `first` to the one ending at or past `last`,
       for TensorBoard's profile plugin (gin macro PROFILE_STEPS; () for
       none).
+    weight_update_sharding: each replica keeps 1/N of the optimizer state
+      and updates 1/N of every weight; the shards are all-gathered
+      (training/weight_update_sharding.py). Checkpoints keep the unsharded
+      layout either way.
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
@@ -126,7 +132,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           dist=dist, chief=chief, mlperf=mlperf, extra_actions=actions,
           eval_steps_per_loop=eval_steps_per_loop,
           preemption_grace_seconds=preemption_grace_seconds, restart=restart,
-          worker_sum=worker_sum, lock=lock, profile_steps=profile_steps)
+          worker_sum=worker_sum, lock=lock, profile_steps=profile_steps,
+          weight_update_sharding=weight_update_sharding)
     finally:
       mlperf.close()
   finally:
@@ -154,7 +161,7 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
            preemption_grace_seconds, restart, worker_sum, lock,
-           profile_steps):
+           profile_steps, weight_update_sharding):
   profiler = None
   if profile_steps:
     if len(profile_steps) != 2:
@@ -176,12 +183,18 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   with dist.scope():
     model = task.build_model()
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
-    optimizer.build(model.trainable_variables)
+    optimizer.build(model.trainable_variables, make_slot=(
+        wus.make_slot_factory(replicas) if weight_update_sharding else None))
+  sharded = (wus.ShardedSlots.for_optimizer(
+      strategy=dist, optimizer=optimizer,
+      variables=list(model.trainable_variables))
+             if weight_update_sharding else None)
   worker_id = strategies.worker_id(dist)
   checkpointer = checkpoints.Checkpointer(
       model_dir=model_dir, chief=chief, worker_id=worker_id,
-      max_to_keep=schedule.max_checkpoints, restart=restart, model=model,
-      optimizer=optimizer.slots, step=step)
+      max_to_keep=schedule.max_checkpoints, restart=restart,
+      before_save=sharded.gather if sharded else None, model=model,
+      optimizer=sharded.views if sharded else optimizer.slots, step=step)
 
   def check_start(start_step):
     # A read error on one worker only would leave the workers at different
@@ -257,7 +270,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   controller = controller_lib.Controller(
       train_loop=step_lib.make_train_loop(
           strategy=dist, model=model, optimizer=optimizer, learning_rate=lr,
-          task=task, step=step, gradients=gradients),
+          task=task, step=step, gradients=gradients,
+          weight_update_sharding=weight_update_sharding),
       make_train_iterator=make_train_iterator, evaluator=evaluator, step=step,
       schedule=schedule, total_steps=total_steps,
       steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,

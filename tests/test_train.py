@@ -242,3 +242,25 @@ def test_a_profile_window_writes_a_trace_and_the_run_a_plot(quickstart_data,
   with pytest.raises(ValueError, match=r'`profile_steps` \(5, 2\) must be'):
     helpers.run_quick(quickstart_data, str(tmp_path / 'bad'),
                       PROFILE_STEPS=(5, 2))
+
+
+def test_weight_update_sharding_is_one_gin_switch_with_the_same_weights(
+    quickstart_data, tmp_path):
+  # ResNet-18 quickstart, LARS, 4 replicas: sharded updates against plain.
+  common = dict(extra_files=['gin/hardware/cpu_mirrored.gin'], CPU_REPLICAS=4,
+                TRAIN_STEPS=6, CHECKPOINT_EVERY_STEPS=2)
+  plain = helpers.run_quick(quickstart_data, str(tmp_path / 'plain'), **common)
+  sharded = helpers.run_quick(
+      quickstart_data, str(tmp_path / 'sharded'),
+      **{'train.train.weight_update_sharding': True}, **common)
+  a, b = helpers.weights(plain.model), helpers.weights(sharded.model)
+  for k in a:
+    np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-6, err_msg=k)
+  # Its checkpoints are in the unsharded layout: the plain run's reader
+  # sees the same names and shapes.
+  plain_ckpt = tf.train.load_checkpoint(str(tmp_path / 'plain' /
+                                            'checkpoints'))
+  sharded_ckpt = tf.train.load_checkpoint(str(tmp_path / 'sharded' /
+                                              'checkpoints'))
+  assert (plain_ckpt.get_variable_to_shape_map() ==
+          sharded_ckpt.get_variable_to_shape_map())

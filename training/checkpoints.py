@@ -63,7 +63,7 @@ class Checkpointer:
 
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
                max_to_keep: int = 3, folder: str = 'checkpoints',
-               restart: bool = False, **objects):
+               restart: bool = False, before_save=None, **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
@@ -72,6 +72,8 @@ class Checkpointer:
       folder: the checkpoints' folder inside model_dir.
       restart: start from step 0 when checkpoints exist but none restores
         (they stay on disk, set aside).
+      before_save: called on every worker before each save (sharded
+        optimizer slots gather their shards).
       **objects: trackables to save (model, optimizer slots, step, ...).
     """
     if max_to_keep < 1:
@@ -80,6 +82,7 @@ class Checkpointer:
     self.directory = os.path.join(model_dir, folder)
     self.chief, self.max_to_keep, self.restart = chief, max_to_keep, restart
     self.last_saved_step = None
+    self._before_save = before_save
     self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
     self._write_dir = (self.directory if chief else
@@ -236,6 +239,8 @@ class Checkpointer:
   def save(self, step: int) -> str:
     """Writes the state at `step`, then rotates this run's old checkpoints."""
     path = os.path.join(self._write_dir, f'ckpt-{step}')
+    if self._before_save:
+      self._before_save()
     # As tf.train.CheckpointManager does: checkpoints carry save_counter, so
     # those written before this class (and by the manager) still match.
     self.checkpoint.save_counter.assign_add(1)

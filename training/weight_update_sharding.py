@@ -77,3 +77,85 @@ def sharded_updates(*, strategy, optimizer, variables, slots, grads, decays,
     full = ctx.all_gather(strategies.placed(strategy, new_shard), axis=0)
     new_values.append(tf.reshape(full[:var.shape.num_elements()], var.shape))
   return new_values
+
+
+class _FullSlot(tf.__internal__.tracking.Trackable):
+  """Checkpoints one sharded slot in the unsharded layout.
+
+  TensorFlow has no public hook for a custom checkpoint value; a Trackable's
+  `_serialize_to_tensors` / `_restore_from_tensors` are that hook (what
+  variables themselves use). The value is written under the same key an
+  unsharded slot variable has (`.../.ATTRIBUTES/VARIABLE_VALUE`), so
+  checkpoints move freely between sharded and unsharded runs.
+  """
+
+  def __init__(self, shards, shape, replica_ids, num_shards, full):
+    self._shards, self._shape = shards, shape
+    self._replica_ids, self._num_shards = replica_ids, num_shards
+    self._full = full  # () -> the gathered full value, or None.
+
+  def _serialize_to_tensors(self):
+    # Restoring asks for the value too, for its shape and dtype only: before
+    # any gather, zeros of the full shape stand for it.
+    full = self._full()
+    if full is None:
+      full = tf.zeros(self._shape, self._shards[0].dtype)
+    return {'VARIABLE_VALUE': full}
+
+  def _restore_from_tensors(self, restored_tensors):
+    full = restored_tensors['VARIABLE_VALUE']
+    return tf.group([copy.assign(shard_of(full, r, self._num_shards))
+                     for r, copy in zip(self._replica_ids, self._shards)])
+
+
+class ShardedSlots:
+  """The checkpoint view of sharded slots: `views` maps each slot's name to
+  its full-layout Trackable; `gather()` collects every replica's shards
+  (one all-gather, run by every worker before a save)."""
+
+  def __init__(self, *, strategy, slots: dict, shapes: dict):
+    """Args:
+      strategy: the run's strategy.
+      slots: name -> sharded slot variable (Optimizer.slots).
+      shapes: name -> the full slot's shape (its variable's).
+    """
+    self.strategy, self.names = strategy, sorted(slots)
+    self._slots, self._gathered = slots, {}
+    local = len(strategy.extended.worker_devices)
+    first = strategies.worker_id(strategy) * local
+    n = strategy.num_replicas_in_sync
+    self.views = {
+        name: _FullSlot(strategy.experimental_local_results(slots[name]),
+                        shapes[name], range(first, first + local), n,
+                        lambda name=name: self._gathered.get(name))
+        for name in self.names}
+    shapes = [shapes[name] for name in self.names]
+
+    def gather_one_replica():
+      ctx = tf.distribute.get_replica_context()
+      return [tf.reshape(ctx.all_gather(
+          strategies.placed(strategy, tf.identity(slots[name])), axis=0)[
+              :shape.num_elements()], shape)
+              for name, shape in zip(self.names, shapes)]
+
+    @tf.function
+    def gather_all():
+      gathered = strategy.run(gather_one_replica)
+      return [strategy.experimental_local_results(g)[0] for g in gathered]
+
+    self._gather_all = gather_all
+
+  @classmethod
+  def for_optimizer(cls, *, strategy, optimizer, variables) -> 'ShardedSlots':
+    """The view of a sharded optimizer's slots (built with make_slot)."""
+    shape_of = {}
+    for variable, slots in zip(variables, optimizer.slots_for(variables)):
+      for slot in slots:
+        shape_of[id(slot)] = variable.shape
+    return cls(strategy=strategy, slots=optimizer.slots,
+               shapes={name: shape_of[id(slot)]
+                       for name, slot in optimizer.slots.items()})
+
+  def gather(self) -> None:
+    """Every replica's shards, assembled for the next save."""
+    self._gathered = dict(zip(self.names, self._gather_all()))

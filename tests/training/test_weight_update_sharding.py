@@ -122,3 +122,57 @@ def test_each_replica_keeps_a_quarter_of_the_optimizer_state(strategy):
   slot = next(iter(sharded.slots.values()))
   copies = [c.numpy() for c in strategy.experimental_local_results(slot)]
   assert not all(np.array_equal(copies[0], c) for c in copies[1:])
+
+
+def test_checkpoints_move_between_sharded_and_unsharded_runs(strategy,
+                                                              tmp_path):
+  from training import checkpoints
+  _, sharded_opt, sharded_model = train(strategy, OPTIMIZERS['lamb'],
+                                        sharded=True)
+  variables = list(sharded_model.trainable_variables)
+  view = wus.ShardedSlots.for_optimizer(strategy=strategy,
+                                        optimizer=sharded_opt,
+                                        variables=variables)
+  saver = checkpoints.Checkpointer(
+      model_dir=str(tmp_path / 'a'), chief=True, before_save=view.gather,
+      model=sharded_model, optimizer=view.views)
+  saver.save(STEPS)
+  # Unsharded run restores the sharded run's state in full layout.
+  plain_opt = OPTIMIZERS['lamb']()
+  with strategy.scope():
+    plain_model = Mlp()
+    plain_opt.build(list(plain_model.trainable_variables))
+  restorer = checkpoints.Checkpointer(model_dir=str(tmp_path / 'a'),
+                                      chief=True, model=plain_model,
+                                      optimizer=plain_opt.slots)
+  assert restorer.restore_latest().path.endswith(f'ckpt-{STEPS}')
+  for name, slot in plain_opt.slots.items():
+    shards = [c.numpy() for c in
+              strategy.experimental_local_results(sharded_opt.slots[name])]
+    size = slot.shape.num_elements()
+    np.testing.assert_array_equal(
+        slot.numpy().reshape(-1), np.concatenate(shards)[:size], err_msg=name)
+  for key, var in plain_model.params.items():
+    np.testing.assert_array_equal(var.numpy(),
+                                  sharded_model.params[key].numpy())
+  # And back: an unsharded checkpoint restores into shards.
+  restorer.save(STEPS + 1)
+  fresh_opt = OPTIMIZERS['lamb']()
+  with strategy.scope():
+    fresh_model = Mlp()
+    fresh_opt.build(list(fresh_model.trainable_variables),
+                    make_slot=wus.make_slot_factory(REPLICAS))
+  fresh_view = wus.ShardedSlots.for_optimizer(
+      strategy=strategy, optimizer=fresh_opt,
+      variables=list(fresh_model.trainable_variables))
+  again = checkpoints.Checkpointer(model_dir=str(tmp_path / 'a'), chief=True,
+                                   model=fresh_model,
+                                   optimizer=fresh_view.views)
+  assert again.restore_latest().path.endswith(f'ckpt-{STEPS + 1}')
+  for name, slot in fresh_opt.slots.items():
+    full = plain_opt.slots[name].numpy().reshape(-1)
+    per = wus.shard_size(full.size, REPLICAS)
+    padded = np.pad(full, (0, per * REPLICAS - full.size))
+    for r, copy in enumerate(strategy.experimental_local_results(slot)):
+      np.testing.assert_array_equal(copy.numpy(),
+                                    padded[r * per:(r + 1) * per])
