@@ -176,3 +176,25 @@ def test_checkpoints_move_between_sharded_and_unsharded_runs(strategy,
     for r, copy in enumerate(strategy.experimental_local_results(slot)):
       np.testing.assert_array_equal(copy.numpy(),
                                     padded[r * per:(r + 1) * per])
+
+
+@pytest.mark.slow
+def test_two_worker_processes_shard_updates_to_the_same_weights(
+    quickstart_data, tmp_path):
+  from tests import helpers
+  results = {}
+  for name, extra in (('plain', []),
+                      ('sharded', ['train.train.weight_update_sharding=True'])):
+    out = tmp_path / name
+    out.mkdir()
+    helpers.run_worker_processes(
+        ['tests.multi_worker_main', quickstart_data, str(tmp_path / f'm_{name}'),
+         'gin/resnet_quickstart.gin', *extra], out)
+    results[name] = [np.load(out / f'w{i}.npz') for i in range(2)]
+  plain, sharded = results['plain'], results['sharded']
+  keys = [k for k in plain[0].files if k != 'count']
+  assert len(keys) > 50
+  for k in keys:
+    np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
+    np.testing.assert_allclose(sharded[0][k], plain[0][k], rtol=1e-5,
+                               atol=1e-6, err_msg=k)
