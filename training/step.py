@@ -26,10 +26,13 @@ class GradientOptions:
       all-reduce (MLPerf BERT v0.7 clips per core) instead of the reduced ones
       (later rules).
     allreduce_dtype: 'float32' or 'bfloat16' gradients in the all-reduce.
+    bytes_per_pack: pack gradients into all-reduces of about this many bytes
+      (fewer, larger collectives; 0: TensorFlow's default packing).
   """
   clip_norm: float = 0.0
   clip_before_allreduce: bool = False
   allreduce_dtype: str = 'float32'
+  bytes_per_pack: int = 0
 
   def __post_init__(self):
     if self.allreduce_dtype not in ALLREDUCE_DTYPES:
@@ -38,6 +41,9 @@ class GradientOptions:
                        f'{self.allreduce_dtype!r}.')
     if self.clip_norm < 0:
       raise ValueError(f'`clip_norm` must be >= 0, got {self.clip_norm}.')
+    if self.bytes_per_pack < 0:
+      raise ValueError(f'`bytes_per_pack` must be >= 0, got '
+                       f'{self.bytes_per_pack}.')
 
 
 def l2_loss(variables, decays) -> tf.Tensor:
@@ -64,11 +70,14 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
                                       options.clip_norm)
     grads = [g / replica_factor for g in grads]
   dtype = ALLREDUCE_DTYPES[options.allreduce_dtype]
+  packing = tf.distribute.experimental.CommunicationOptions(
+      bytes_per_pack=options.bytes_per_pack)
   if dtype != tf.float32:
     grads = [tf.cast(g, tf.float32) for g in ctx.all_reduce(
-        tf.distribute.ReduceOp.SUM, [tf.cast(g, dtype) for g in grads])]
+        tf.distribute.ReduceOp.SUM, [tf.cast(g, dtype) for g in grads],
+        options=packing)]
   else:
-    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads, options=packing)
   if options.clip_norm and not options.clip_before_allreduce:
     grads, _ = tf.clip_by_global_norm(grads, options.clip_norm)
   return grads

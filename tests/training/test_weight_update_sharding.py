@@ -198,3 +198,41 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
     np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
     np.testing.assert_allclose(sharded[0][k], plain[0][k], rtol=1e-5,
                                atol=1e-6, err_msg=k)
+
+
+def collective_ops(loop, iterator) -> int:
+  graph = loop.get_concrete_function(iterator, tf.constant(1)).graph
+  functions = [graph] + [f.graph for f in graph._functions.values()  # pylint: disable=protected-access
+                         if hasattr(f, 'graph')]
+  return sum(1 for g in functions for op in g.get_operations()
+             if 'Collective' in op.type)
+
+
+def test_gradient_pack_size_changes_the_collectives_not_the_weights(
+    strategy):
+  # TensorFlow packs all gradients into one all-reduce by default
+  # (bytes_per_pack=0); small packs split it into one a tensor.
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((64, 5)).astype(np.float32)
+  y = rng.standard_normal((64, 3)).astype(np.float32)
+  results = {}
+  for pack in (0, 16):
+    optimizer = OPTIMIZERS['sgd']()
+    with strategy.scope():
+      model, step = Mlp(), tf.Variable(0, dtype=tf.int64)
+      optimizer.build(list(model.trainable_variables))
+    ds = tf.data.Dataset.from_tensor_slices({'x': x, 'y': y}).repeat().batch(
+        16)
+    iterator = iter(strategy.experimental_distribute_dataset(ds))
+    loop = step_lib.make_train_loop(
+        strategy=strategy, model=model, optimizer=optimizer,
+        learning_rate=lambda s: 0.05, task=RegressionTask(), step=step,
+        gradients=step_lib.GradientOptions(bytes_per_pack=pack))
+    loop(iterator, tf.constant(STEPS))
+    results[pack] = ({k: v.numpy() for k, v in model.params.items()},
+                     collective_ops(loop, iterator))
+  (one, one_ops), (split, split_ops) = results[0], results[16]
+  for k in one:  # The ring adds chunks in another order: round-off only.
+    np.testing.assert_allclose(split[k], one[k], rtol=1e-6, atol=1e-7,
+                               err_msg=k)
+  assert split_ops > one_ops, (split_ops, one_ops)
