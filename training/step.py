@@ -26,8 +26,9 @@ class GradientOptions:
       all-reduce (MLPerf BERT v0.7 clips per core) instead of the reduced ones
       (later rules).
     allreduce_dtype: 'float32' or 'bfloat16' gradients in the all-reduce.
-    bytes_per_pack: pack gradients into all-reduces of about this many bytes
-      (fewer, larger collectives; 0: TensorFlow's default packing).
+    bytes_per_pack: all-reduce the gradients in packs of about this many
+      bytes (0: TensorFlow's default, which on MirroredStrategy is one pack
+      for all of them).
   """
   clip_norm: float = 0.0
   clip_before_allreduce: bool = False
@@ -101,24 +102,24 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   state_names = sorted(model.state)
   weight_decay = optimizer.loss_weight_decay()
 
+  def assign(distribution, targets, values):
+    for var, value in zip(targets, values):
+      distribution.extended.update(var, lambda v, x: v.assign(x),
+                                   args=(value,), group=False)
+
   def apply_updates(distribution, grads, state_values):
     lr = learning_rate(step)
     for var, var_slots, grad, decay in zip(variables, slots, grads, decays):
       distribution.extended.update(var, optimizer.update,
                                    args=(grad, var_slots, lr, step),
                                    kwargs={'decay': decay}, group=False)
-    for name, value in zip(state_names, state_values):
-      distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
-                                   args=(value,), group=False)
+    assign(distribution, [model.state[n] for n in state_names], state_values)
     step.assign_add(1)
 
   def assign_updates(distribution, new_values, state_values):
-    for var, value in zip(variables, new_values):
-      distribution.extended.update(var, lambda v, x: v.assign(x),
-                                   args=(value,), group=False)
-    for name, value in zip(state_names, state_values):
-      distribution.extended.update(model.state[name], lambda v, x: v.assign(x),
-                                   args=(value,), group=False)
+    # Weight-update sharding: every replica holds the gathered new weights.
+    assign(distribution, variables, new_values)
+    assign(distribution, [model.state[n] for n in state_names], state_values)
     step.assign_add(1)
 
   def replica_step(batch):
