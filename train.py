@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from distribution import strategy as strategies
 from tools import gin_setup
+from tools import staged_files
 from training import actions as actions_lib
 from training import checkpoints
 from training import controller as controller_lib
@@ -56,11 +57,6 @@ def check_writable(model_dir: str) -> None:
     raise PermissionError(
         f'Cannot write to --model_dir={model_dir} ({e}). Choose a folder you '
         'can write to.') from e
-
-
-def write_text(path: str, text: str) -> None:
-  with tf.io.gfile.GFile(path, 'w') as f:
-    f.write(text)
 
 
 def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
@@ -336,7 +332,7 @@ def run_command(argv, sugar_bindings):
       finalize=True)
   model_dir = flag_values.model_dir
   result = gin.get_configurable(this_module.train)()
-  write_text(os.path.join(model_dir, 'operative_config.gin'),
+  staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),
              gin.operative_config_str())
   if result.preempted:
     return preemption.EXIT_PREEMPTED

@@ -114,13 +114,11 @@ class ImageNetInput:
     for pattern in (self.train_files, self.eval_files):
       files = records.list_files(pattern)
       records.check_record_files(files)
-      records.check_features(files[0], FEATURES, fix=fix)
-      for raw in tf.data.TFRecordDataset(files[:1]).take(1):
-        image = tf.train.Example.FromString(raw.numpy()).features.feature[
-            IMAGE_KEY].bytes_list.value[0]
-        if not_jpeg(image):
-          raise ValueError(f'{files[0]}, record 0: {IMAGE_KEY} holds '
-                           f'{not_jpeg(image)}. {fix}')
+      first = records.check_features(files[0], FEATURES, fix=fix)
+      problem = not_jpeg(first[IMAGE_KEY].bytes_list.value[0])
+      if problem:
+        raise ValueError(f'{files[0]}, record 0: {IMAGE_KEY} holds {problem}. '
+                         f'{fix}')
 
   def steps_per_epoch(self, global_batch_size: int) -> float:
     return self.num_train_examples / global_batch_size

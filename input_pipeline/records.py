@@ -63,13 +63,16 @@ def count_records(files: list[str]) -> int:
       tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
-def check_features(path: str, features: dict, *, fix: str) -> None:
+def check_features(path: str, features: dict, *, fix: str) -> dict:
   """Parses the first record of `path`: each feature present, each length right.
 
   Args:
     path: a TFRecord file.
     features: name -> tf.io.FixedLenFeature.
     fix: what the user should do, appended to the message.
+
+  Returns:
+    The first record's features (tf.train.Feature by name).
 
   Raises:
     ValueError: naming the file, the feature and, for a length, both lengths.
@@ -87,7 +90,7 @@ def check_features(path: str, features: dict, *, fix: str) -> None:
       if length != want:
         raise ValueError(f'Feature {name!r} of record 0 of {path} has {length} '
                          f'values but the input expects {want}. {fix}')
-    return
+    return present
   raise ValueError(f'{path} holds no records.')
 
 

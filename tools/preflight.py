@@ -116,14 +116,12 @@ def check(job, *, shards=(), client=None) -> list[str]:
   patterns, init, _ = experiment_inputs(job.gin_files, job.gin_params)
   lines = [check_bucket(client, job.model_dir, job.zone),
            check_writable(client, job.model_dir)]
-  lines += check_data(client, [p for p in patterns if p.startswith('gs://')]
-                      or _not_on_gcs(patterns), list(shards))
+  on_gcs = [p for p in patterns if p.startswith('gs://')]
+  if not on_gcs:
+    raise ValueError(f'The data ({patterns[0]}) is not on gs://: TPU VMs read '
+                     "it from GCS. Stage it and pass --gin_param=\"DATA_DIR="
+                     "'gs://...'\".")
+  lines += check_data(client, on_gcs, list(shards))
   if init:
     lines.append(check_checkpoint(client, init))
   return lines
-
-
-def _not_on_gcs(patterns):
-  raise ValueError(f'The data ({patterns[0]}) is not on gs://: TPU VMs read '
-                   "it from GCS. Stage it and pass --gin_param=\"DATA_DIR="
-                   "'gs://...'\".")

@@ -129,14 +129,13 @@ class ShardedSlots:
                         shapes[name], range(first, first + local), n,
                         lambda name=name: self._gathered.get(name))
         for name in self.names}
-    shapes = [shapes[name] for name in self.names]
 
     def gather_one_replica():
       ctx = tf.distribute.get_replica_context()
       return [tf.reshape(ctx.all_gather(
           strategies.placed(strategy, tf.identity(slots[name])), axis=0)[
-              :shape.num_elements()], shape)
-              for name, shape in zip(self.names, shapes)]
+              :shapes[name].num_elements()], shapes[name])
+              for name in self.names]
 
     @tf.function
     def gather_all():

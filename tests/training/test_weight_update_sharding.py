@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from tools.benchmarks import common
 from training import losses
 from training import optimizers
 from training import step as step_lib
@@ -200,14 +201,6 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
                                atol=1e-6, err_msg=k)
 
 
-def collective_ops(loop, iterator) -> int:
-  graph = loop.get_concrete_function(iterator, tf.constant(1)).graph
-  functions = [graph] + [f.graph for f in graph._functions.values()  # pylint: disable=protected-access
-                         if hasattr(f, 'graph')]
-  return sum(1 for g in functions for op in g.get_operations()
-             if 'Collective' in op.type)
-
-
 def test_gradient_pack_size_changes_the_collectives_not_the_weights(
     strategy):
   # TensorFlow packs all gradients into one all-reduce by default
@@ -230,7 +223,8 @@ def test_gradient_pack_size_changes_the_collectives_not_the_weights(
         gradients=step_lib.GradientOptions(bytes_per_pack=pack))
     loop(iterator, tf.constant(STEPS))
     results[pack] = ({k: v.numpy() for k, v in model.params.items()},
-                     collective_ops(loop, iterator))
+                     common.collective_ops(loop.get_concrete_function(
+                         iterator, tf.constant(1)).graph))
   (one, one_ops), (split, split_ops) = results[0], results[16]
   for k in one:  # The ring adds chunks in another order: round-off only.
     np.testing.assert_allclose(split[k], one[k], rtol=1e-6, atol=1e-7,

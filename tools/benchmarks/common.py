@@ -41,3 +41,14 @@ def interleaved_medians(runners: dict, rounds: int) -> dict:
     for name, fn in runners.items():
       times[name].append(timed(fn))
   return {name: statistics.median(t) for name, t in times.items()}
+
+
+def collective_ops(graph) -> int:
+  """Collective ops in a traced graph and the functions it calls (the
+  while loop's body is one of them)."""
+  # A FuncGraph keeps the functions it calls in `_functions`; TensorFlow has
+  # no public listing.
+  graphs = [graph] + [f.graph for f in graph._functions.values()  # pylint: disable=protected-access
+                      if hasattr(f, 'graph')]
+  return sum(1 for g in graphs for op in g.get_operations()
+             if 'Collective' in op.type)

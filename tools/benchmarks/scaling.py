@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from distribution import strategy as strategies
 from models.resnet import ResNet
+from tools.benchmarks import common
 from training import losses
 from training import optimizers
 from training import step as step_lib
@@ -62,18 +63,12 @@ def build(strategy, sharded: bool, optimizer_name: str):
       learning_rate=lambda s: 0.01, task=Task(), step=step,
       weight_update_sharding=sharded)
   loop(iterator, tf.constant(1))  # Compile.
-  graph = loop.get_concrete_function(iterator, tf.constant(1)).graph
-  collectives = sum(
-      1 for f in [graph, *graph._functions.values()]  # pylint: disable=protected-access
-      for op in (f.get_operations() if hasattr(f, 'get_operations') else
-                 f.graph.get_operations() if hasattr(f, 'graph') else [])
-      if 'Collective' in op.type or op.type in ('NcclAllReduce',))
-  device0 = strategy.extended.worker_devices[0]
+  collectives = common.collective_ops(
+      loop.get_concrete_function(iterator, tf.constant(1)).graph)
+  # Every replica holds the same amount: count the first one's copies.
   slot_bytes = sum(
-      int(np.prod(c.shape)) * 4 for slot in optimizer.slots.values()
-      for c in strategy.experimental_local_results(slot)
-      if c.device == tf.DeviceSpec.from_string(device0).to_string() or
-      c.device.endswith(device0.split('/')[-1]))
+      strategy.experimental_local_results(slot)[0].shape.num_elements() * 4
+      for slot in optimizer.slots.values())
   return (lambda: loop(iterator, tf.constant(5)).numpy()), slot_bytes, (
       collectives)
 
