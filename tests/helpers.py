@@ -106,15 +106,16 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
-def start_worker_processes(module_and_args: list[str], out_dir) -> list:
-  """Starts `python -m MODULE <out_dir>/w<i>.npz ARGS...` as 2
+def start_worker_processes(module_and_args: list[str], out_dir,
+                           num_workers: int = 2) -> list:
+  """Starts `python -m MODULE <out_dir>/w<i>.npz ARGS...` as `num_workers`
   MultiWorkerMirrored workers on 127.0.0.1 (as modules: run as a script,
   tests/ would come first on the path and tests/training would shadow the
   training package); returns the Popen objects, stdout piped as text."""
-  workers = [f'127.0.0.1:{free_port()}' for _ in range(2)]
+  workers = [f'127.0.0.1:{free_port()}' for _ in range(num_workers)]
   module, *args = module_and_args
   procs = []
-  for i in range(2):
+  for i in range(num_workers):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT,
                TF_CONFIG=json.dumps({'cluster': {'worker': workers},
                                      'task': {'type': 'worker', 'index': i}}))
@@ -125,9 +126,10 @@ def start_worker_processes(module_and_args: list[str], out_dir) -> list:
   return procs
 
 
-def run_worker_processes(module_and_args: list[str], out_dir) -> None:
-  """start_worker_processes, then waits; both must exit 0."""
-  procs = start_worker_processes(module_and_args, out_dir)
+def run_worker_processes(module_and_args: list[str], out_dir,
+                         num_workers: int = 2) -> None:
+  """start_worker_processes, then waits; every worker must exit 0."""
+  procs = start_worker_processes(module_and_args, out_dir, num_workers)
   outputs = [p.communicate(timeout=300)[0] for p in procs]
   for p, out in zip(procs, outputs):
     assert p.returncode == 0, out[-3000:]

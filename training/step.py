@@ -11,6 +11,7 @@ import dataclasses
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from distribution import two_level_sum
 from training import weight_update_sharding as wus
 
 ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
@@ -29,11 +30,16 @@ class GradientOptions:
     bytes_per_pack: all-reduce the gradients in packs of about this many
       bytes (0: TensorFlow's default, which on MirroredStrategy is one pack
       for all of them).
+    two_level_group_size: sum the gradients in two phases, within groups of
+      this many consecutive replicas (a host's devices, a torus row), then
+      across the groups (distribution/two_level_sum.py); 0: one all-reduce
+      over all replicas.
   """
   clip_norm: float = 0.0
   clip_before_allreduce: bool = False
   allreduce_dtype: str = 'float32'
   bytes_per_pack: int = 0
+  two_level_group_size: int = 0
 
   def __post_init__(self):
     if self.allreduce_dtype not in ALLREDUCE_DTYPES:
@@ -45,6 +51,17 @@ class GradientOptions:
     if self.bytes_per_pack < 0:
       raise ValueError(f'`bytes_per_pack` must be >= 0, got '
                        f'{self.bytes_per_pack}.')
+    if self.two_level_group_size < 0:
+      raise ValueError(f'`two_level_group_size` must be >= 0, got '
+                       f'{self.two_level_group_size}.')
+
+  def summation(self, strategy):
+    """The two-level sum over `strategy`'s replicas, or None for one
+    all-reduce; raises ValueError for a group size that makes no grid."""
+    if not self.two_level_group_size:
+      return None
+    return two_level_sum.TwoLevelSum(strategy, self.two_level_group_size,
+                                     bytes_per_pack=self.bytes_per_pack)
 
 
 def l2_loss(variables, decays) -> tf.Tensor:
@@ -54,7 +71,7 @@ def l2_loss(variables, decays) -> tf.Tensor:
 
 
 def all_reduce_gradients(grads, *, options: GradientOptions,
-                         replica_factor: float):
+                         replica_factor: float, summation=None):
   """Sums gradients of the loss shares over replicas, clipping before or after.
 
   Args:
@@ -62,6 +79,8 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
     options: clipping and all-reduce precision.
     replica_factor: share x replica_factor is the replica's own mean loss
       (training/losses.py); clipping before the all-reduce clips that.
+    summation: a two-level sum (options.summation) instead of the strategy's
+      all-reduce.
   """
   ctx = tf.distribute.get_replica_context()
   # Embedding lookups give IndexedSlices; the updates here are dense.
@@ -73,12 +92,17 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
   dtype = ALLREDUCE_DTYPES[options.allreduce_dtype]
   packing = tf.distribute.experimental.CommunicationOptions(
       bytes_per_pack=options.bytes_per_pack)
+
+  def total(values):
+    if summation is not None:
+      return summation(values)
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, values, options=packing)
+
   if dtype != tf.float32:
-    grads = [tf.cast(g, tf.float32) for g in ctx.all_reduce(
-        tf.distribute.ReduceOp.SUM, [tf.cast(g, dtype) for g in grads],
-        options=packing)]
+    grads = [tf.cast(g, tf.float32)
+             for g in total([tf.cast(g, dtype) for g in grads])]
   else:
-    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads, options=packing)
+    grads = total(grads)
   if options.clip_norm and not options.clip_before_allreduce:
     grads, _ = tf.clip_by_global_norm(grads, options.clip_norm)
   return grads
@@ -101,6 +125,7 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   decays = [optimizer.takes_decay(v) for v in variables]
   state_names = sorted(model.state)
   weight_decay = optimizer.loss_weight_decay()
+  summation = gradients.summation(strategy)
 
   def assign(distribution, targets, values):
     for var, value in zip(targets, values):
@@ -132,7 +157,8 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                  ctx.num_replicas_in_sync)
     grads = all_reduce_gradients(tape.gradient(loss, variables),
                                  options=gradients,
-                                 replica_factor=share.replica_factor)
+                                 replica_factor=share.replica_factor,
+                                 summation=summation)
     state_values = [state_updates[n] for n in state_names]
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)

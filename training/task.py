@@ -109,7 +109,9 @@ class Optimizer(Protocol):
             norm=tf.norm) -> tuple:
     """The rule on values: (new weight, new slot values). Elementwise
     except through `norm` (tensor -> its L2 norm), so it runs on a shard of
-    every tensor when `norm` sums over the shards."""
+    every tensor when `norm` sums over the shards. The tensors it takes
+    norms of may not depend on a norm's value: weight-update sharding runs
+    the rule once to collect them and sums all norms in one all-reduce."""
 
   def update(self, var, grad, slots, lr, step, *, decay: bool) -> list:
     """Applies one update to one device copy; returns the assign ops."""

@@ -8,7 +8,8 @@ r takes shard r of each flattened (zero-padded) weight and gradient, keeps
 only shard r of each optimizer slot, applies the optimizer's rule
 (`Optimizer.apply`) to its shards, and the new weight shards are all-gathered
 into the full weights. Layer-wise norms (LARS's trust ratio, LAMB's) are sums
-of squares over the shards, one all-reduce each.
+of squares over the shards: one all-reduce for all of them, and one
+all-gather for all the new shards.
 
 On CPU and GPU this is TF's all-reduce, then a slice, then an all-gather; the
 slots are SyncOnRead variables whose per-replica copies hold one shard each,
@@ -57,26 +58,80 @@ def shard_of(value, replica, num_shards: int):
 def sharded_updates(*, strategy, optimizer, variables, slots, grads, decays,
                     lr, step) -> list:
   """In a replica context: updates this replica's slot shards and returns
-  the full new value of every variable (the all-gathered shards)."""
+  the full new value of every variable (the all-gathered shards).
+
+  Two collectives a step, whatever the number of variables: one all-reduce
+  of every layer-wise norm's partial sum of squares, one all-gather of every
+  new shard. The rule runs twice for that: once to learn which tensors it
+  takes norms of (their values never depend on a norm, see
+  training.task.Optimizer), once with the summed norms; TensorFlow's graph
+  optimiser merges the computations the two runs share.
+  """
   ctx = tf.distribute.get_replica_context()
   replica, n = ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync
+  shards = [(shard_of(var, replica, n), shard_of(grad, replica, n),
+             [tf.identity(s) for s in var_slots])
+            for var, var_slots, grad in zip(variables, slots, grads)]
 
-  def norm(shard):
-    return tf.sqrt(ctx.all_reduce(
+  partial_sums = []
+
+  def record(tensor):
+    partial_sums.append(tf.reduce_sum(tf.square(tensor)))
+    return tf.ones([], tensor.dtype)
+
+  for (w, g, s), decay in zip(shards, decays):
+    optimizer.apply(w, g, s, lr, step, decay=decay, norm=record)
+  norms = []
+  if partial_sums:
+    norms = tf.unstack(tf.sqrt(ctx.all_reduce(
         tf.distribute.ReduceOp.SUM,
-        strategies.placed(strategy, tf.reduce_sum(tf.square(shard)))))
+        strategies.placed(strategy, tf.stack(partial_sums)))))
+  remaining = list(reversed(norms))
 
-  new_values = []
-  for var, var_slots, grad, decay in zip(variables, slots, grads, decays):
-    new_shard, new_slots = optimizer.apply(
-        shard_of(var, replica, n), shard_of(grad, replica, n),
-        [tf.identity(s) for s in var_slots], lr, step, decay=decay,
-        norm=norm)
+  def summed_norm(tensor):
+    del tensor
+    if not remaining:
+      raise ValueError(
+          f'{type(optimizer).__name__}.apply took more norms with the norms '
+          'known than without: a norm may not depend on another norm\'s '
+          'value under weight-update sharding.')
+    return remaining.pop()
+
+  new_shards = []
+  for (w, g, s), var_slots, decay in zip(shards, slots, decays):
+    new_shard, new_slots = optimizer.apply(w, g, s, lr, step, decay=decay,
+                                           norm=summed_norm)
     for slot, value in zip(var_slots, new_slots):
       slot.assign(value)
-    full = ctx.all_gather(strategies.placed(strategy, new_shard), axis=0)
-    new_values.append(tf.reshape(full[:var.shape.num_elements()], var.shape))
-  return new_values
+    new_shards.append(new_shard)
+  if remaining:
+    raise ValueError(f'{type(optimizer).__name__}.apply took fewer norms with '
+                     'the norms known than without; see training.task.'
+                     'Optimizer.apply.')
+  return gather_shards(strategy, new_shards, variables)
+
+
+def gather_shards(strategy, shards, variables) -> list:
+  """In a replica context: every replica's shard of each variable, assembled
+  into the variables' full values with one all-gather per dtype."""
+  ctx = tf.distribute.get_replica_context()
+  n = ctx.num_replicas_in_sync
+  full = [None] * len(variables)
+  by_dtype = {}
+  for i, shard in enumerate(shards):
+    by_dtype.setdefault(shard.dtype, []).append(i)
+  for indices in by_dtype.values():
+    packed = tf.concat([shards[i] for i in indices], axis=0)
+    rows = tf.reshape(ctx.all_gather(strategies.placed(strategy, packed),
+                                     axis=0), [n, -1])
+    offset = 0
+    for i in indices:
+      per = shards[i].shape.num_elements()
+      var = variables[i]
+      column = tf.reshape(rows[:, offset:offset + per], [-1])
+      full[i] = tf.reshape(column[:var.shape.num_elements()], var.shape)
+      offset += per
+  return full
 
 
 class _FullSlot(tf.__internal__.tracking.Trackable):

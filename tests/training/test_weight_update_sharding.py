@@ -6,10 +6,8 @@ import pytest
 import tensorflow as tf
 
 from distribution import strategy as strategies
-from tools.benchmarks import common
-from training import losses
-from training import optimizers
-from training import step as step_lib
+from tests import regression_mlp
+from tests.regression_mlp import Mlp, OPTIMIZERS
 from training import weight_update_sharding as wus
 
 REPLICAS = 4
@@ -21,66 +19,11 @@ def strategy():
   return strategies.make_strategy(kind='mirrored', num_cpu_devices=REPLICAS)
 
 
-class Mlp(tf.Module):
-  """Two layers with sizes that do not divide by 4 (shards get padding)."""
-
-  def __init__(self):
-    super().__init__()
-    rng = np.random.default_rng(0)
-    self.params = {
-        'dense_1/kernel': tf.Variable(
-            rng.standard_normal((5, 7)).astype(np.float32) * 0.3,
-            name='dense_1/kernel'),
-        'dense_1/bias': tf.Variable(np.zeros(7, np.float32) + 0.1,
-                                    name='dense_1/bias'),
-        'dense_2/kernel': tf.Variable(
-            rng.standard_normal((7, 3)).astype(np.float32) * 0.3,
-            name='dense_2/kernel'),
-    }
-    self.state = {}
-
-  def __call__(self, x):
-    h = tf.nn.relu(x @ self.params['dense_1/kernel'] +
-                   self.params['dense_1/bias'])
-    return h @ self.params['dense_2/kernel']
-
-
-class RegressionTask:
-  def loss_share(self, model, batch):
-    error = tf.reduce_sum(tf.square(model(batch['x']) - batch['y']), -1)
-    return losses.share_of_global_mean(error), {}
-
-
-def is_bias(name):
-  return 'bias' in name
-
-
-OPTIMIZERS = {
-    'lars': lambda: optimizers.Lars(exclude=is_bias, momentum=0.9,
-                                    weight_decay=1e-4, eeta=0.001),
-    'lamb': lambda: optimizers.Lamb(exclude=is_bias, weight_decay=0.01),
-    'adam': lambda: optimizers.Adam(),
-    'sgd': lambda: optimizers.SgdMomentum(exclude=is_bias),
-}
-
-
 def train(strategy, make_optimizer, sharded):
   """STEPS steps; returns (weights, optimizer, model)."""
-  rng = np.random.default_rng(1)
-  x = rng.standard_normal((64, 5)).astype(np.float32)
-  y = rng.standard_normal((64, 3)).astype(np.float32)
-  optimizer = make_optimizer()
-  with strategy.scope():
-    model, step = Mlp(), tf.Variable(0, dtype=tf.int64)
-    optimizer.build(list(model.trainable_variables), make_slot=(
-        wus.make_slot_factory(REPLICAS) if sharded else None))
-  ds = tf.data.Dataset.from_tensor_slices({'x': x, 'y': y}).repeat().batch(16)
-  loop = step_lib.make_train_loop(
-      strategy=strategy, model=model, optimizer=optimizer,
-      learning_rate=lambda s: 0.05, task=RegressionTask(), step=step,
-      weight_update_sharding=sharded)
-  loop(iter(strategy.experimental_distribute_dataset(ds)), tf.constant(STEPS))
-  return {k: v.numpy() for k, v in model.params.items()}, optimizer, model
+  weights, optimizer, model, _ = regression_mlp.train(
+      strategy, make_optimizer, steps=STEPS, sharded=sharded)
+  return weights, optimizer, model
 
 
 @pytest.mark.parametrize('name', sorted(OPTIMIZERS))
@@ -97,6 +40,19 @@ def test_sharded_updates_give_the_unsharded_weights(strategy, name):
     copies = strategy.experimental_local_results(model.params[key])
     for copy in copies[1:]:
       np.testing.assert_array_equal(copy.numpy(), copies[0].numpy())
+
+
+@pytest.mark.parametrize('name,extra', [('lamb', 3), ('sgd', 2)])
+def test_sharded_updates_add_two_collectives_whatever_the_variable_count(
+    strategy, name, extra):
+  # One all-reduce of every norm's partial sums (none for SGD), one
+  # all-gather of every new shard (two ops in TensorFlow: the shapes, then
+  # the data): per replica, not per variable.
+  *_, plain_ops = regression_mlp.train(strategy, OPTIMIZERS[name],
+                                       steps=1)
+  *_, sharded_ops = regression_mlp.train(strategy, OPTIMIZERS[name],
+                                         steps=1, sharded=True)
+  assert sharded_ops - plain_ops == extra * REPLICAS, (sharded_ops, plain_ops)
 
 
 def test_each_replica_keeps_a_quarter_of_the_optimizer_state(strategy):
@@ -199,34 +155,3 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
     np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
     np.testing.assert_allclose(sharded[0][k], plain[0][k], rtol=1e-5,
                                atol=1e-6, err_msg=k)
-
-
-def test_gradient_pack_size_changes_the_collectives_not_the_weights(
-    strategy):
-  # TensorFlow packs all gradients into one all-reduce by default
-  # (bytes_per_pack=0); small packs split it into one a tensor.
-  rng = np.random.default_rng(1)
-  x = rng.standard_normal((64, 5)).astype(np.float32)
-  y = rng.standard_normal((64, 3)).astype(np.float32)
-  results = {}
-  for pack in (0, 16):
-    optimizer = OPTIMIZERS['sgd']()
-    with strategy.scope():
-      model, step = Mlp(), tf.Variable(0, dtype=tf.int64)
-      optimizer.build(list(model.trainable_variables))
-    ds = tf.data.Dataset.from_tensor_slices({'x': x, 'y': y}).repeat().batch(
-        16)
-    iterator = iter(strategy.experimental_distribute_dataset(ds))
-    loop = step_lib.make_train_loop(
-        strategy=strategy, model=model, optimizer=optimizer,
-        learning_rate=lambda s: 0.05, task=RegressionTask(), step=step,
-        gradients=step_lib.GradientOptions(bytes_per_pack=pack))
-    loop(iterator, tf.constant(STEPS))
-    results[pack] = ({k: v.numpy() for k, v in model.params.items()},
-                     common.collective_ops(loop.get_concrete_function(
-                         iterator, tf.constant(1)).graph))
-  (one, one_ops), (split, split_ops) = results[0], results[16]
-  for k in one:  # The ring adds chunks in another order: round-off only.
-    np.testing.assert_allclose(split[k], one[k], rtol=1e-6, atol=1e-7,
-                               err_msg=k)
-  assert split_ops > one_ops, (split_ops, one_ops)

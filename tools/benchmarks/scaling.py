@@ -1,16 +1,18 @@
 """Benchmark: what each scaling technique costs and saves on this machine.
 
-  python -m tools.benchmarks.scaling [--replicas=4] [--rounds=5]
+  python -m tools.benchmarks.scaling [--replicas=8] [--rounds=5]
 
 On `--replicas` logical CPU devices (MirroredStrategy), the ResNet-18
 quickstart model with LAMB-sized state (two slots a weight) and LARS, each
-technique beside plain data parallelism, interleaved round by round:
+technique beside plain data parallelism, interleaved round by round
+(weight-update sharding; gradients in packs of 256 KB; two-level sums over
+every grid the replica count allows):
 - step time (median of `--rounds` loops of 5 steps), relative to plain;
 - optimizer bytes per replica (the slots' copies on one device);
 - collective ops per step (in the traced train loop's graph).
 A CPU cannot show a TPU pod's speed-ups (no torus, no HBM pressure): the
 ratios here are the techniques' overhead on a CPU, and docs/benchmarks.md
-says what each changes on a pod. Today: weight-update sharding.
+says what each changes on a pod.
 """
 
 import statistics
@@ -40,7 +42,20 @@ class Task:
             labels=batch['label'], logits=logits)), state
 
 
-def build(strategy, sharded: bool, optimizer_name: str):
+def variants(num_replicas: int) -> dict:
+  """Label -> (weight-update sharding, gradient options)."""
+  plain = step_lib.GradientOptions()
+  out = {'plain': (False, plain), 'wus': (True, plain),
+         'packs 256 KB': (False, step_lib.GradientOptions(
+             bytes_per_pack=256 * 1024))}
+  for g in range(2, num_replicas):
+    if num_replicas % g == 0:
+      out[f'two-level {g}x{num_replicas // g}'] = (
+          False, step_lib.GradientOptions(two_level_group_size=g))
+  return out
+
+
+def build(strategy, sharded: bool, gradients, optimizer_name: str):
   n = strategy.num_replicas_in_sync
   optimizer = {
       'lamb': lambda: optimizers.Lamb(exclude=lambda name: 'bn' in name),
@@ -61,7 +76,7 @@ def build(strategy, sharded: bool, optimizer_name: str):
   loop = step_lib.make_train_loop(
       strategy=strategy, model=model, optimizer=optimizer,
       learning_rate=lambda s: 0.01, task=Task(), step=step,
-      weight_update_sharding=sharded)
+      gradients=gradients, weight_update_sharding=sharded)
   loop(iterator, tf.constant(1))  # Compile.
   collectives = common.collective_ops(
       loop.get_concrete_function(iterator, tf.constant(1)).graph)
@@ -78,8 +93,9 @@ def main(argv):
   strategy = strategies.make_strategy(kind='mirrored',
                                       num_cpu_devices=FLAGS.replicas)
   for name in ('lamb', 'lars'):
-    runs = {label: build(strategy, sharded, name)
-            for label, sharded in (('plain', False), ('wus', True))}
+    runs = {label: build(strategy, sharded, gradients, name)
+            for label, (sharded, gradients) in variants(
+                FLAGS.replicas).items()}
     times = {label: [] for label in runs}
     for _ in range(FLAGS.rounds):
       for label, (fn, _, _) in runs.items():
@@ -90,12 +106,12 @@ def main(argv):
     print(f'{name.upper()} on {FLAGS.replicas} replicas (ResNet-18 x0.5):')
     for label, (_, slot_bytes, collectives) in runs.items():
       t = statistics.median(times[label])
-      print(f'  {label:6s} step {t * 1e3:7.1f} ms ({t / plain:.2f}x plain)  '
+      print(f'  {label:15s} step {t * 1e3:7.1f} ms ({t / plain:.2f}x plain)  '
             f'optimizer bytes/replica {slot_bytes / 1e6:6.2f} MB  '
             f'collective ops in the graph {collectives}')
 
 
 if __name__ == '__main__':
-  flags.DEFINE_integer('replicas', 4, 'Logical CPU devices.')
+  flags.DEFINE_integer('replicas', 8, 'Logical CPU devices.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   app.run(main)
