@@ -27,6 +27,7 @@ from absl import flags
 import gin
 import tensorflow as tf
 
+from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
 from tools import gin_setup
 from tools import staged_files
@@ -70,7 +71,9 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           preemption_grace_seconds: float = 300.0,
           restart: bool = False,
           profile_steps: Sequence[int] = (),
-          weight_update_sharding: bool = False) -> controller_lib.Result:
+          weight_update_sharding: bool = False,
+          mesh: mesh_lib.MeshConfig = mesh_lib.MeshConfig()
+          ) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -102,6 +105,10 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       and updates 1/N of every weight; the shards are all-gathered
       (training/weight_update_sharding.py). Checkpoints keep the unsharded
       layout either way.
+    mesh: a `batch x model` device mesh with sharding rules for tensor
+      model parallelism (distribution/mesh.py; gin macro MESH_SHAPE and
+      the model's rules); replaces the strategy (distribution kind
+      'default').
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
@@ -109,6 +116,12 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
   check_writable(model_dir)
   if deterministic:
     tf.config.experimental.enable_op_determinism()
+  partitioner = None
+  if mesh.shape:
+    check_mesh_options(distribution=distribution, gradients=gradients,
+                       weight_update_sharding=weight_update_sharding,
+                       deterministic=deterministic)
+    partitioner = mesh.make()
   dist = distribution.make()
   chief = strategies.is_chief(dist)
   worker_sum = strategies.make_worker_sum(dist, tf.float64)
@@ -129,12 +142,41 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           eval_steps_per_loop=eval_steps_per_loop,
           preemption_grace_seconds=preemption_grace_seconds, restart=restart,
           worker_sum=worker_sum, lock=lock, profile_steps=profile_steps,
-          weight_update_sharding=weight_update_sharding)
+          weight_update_sharding=weight_update_sharding,
+          partitioner=partitioner)
     finally:
       mlperf.close()
   finally:
     if lock:
       lock.release()
+
+
+def check_mesh_options(*, distribution, gradients, weight_update_sharding,
+                       deterministic):
+  """A mesh replaces the strategy's replicas: options for replicas are
+  errors, named before anything runs."""
+  if not deterministic:
+    # DTensorDataset runs one copy of the input pipeline per device; the
+    # devices that split one model must read the same examples.
+    raise ValueError(
+        'MESH_SHAPE needs DETERMINISTIC = True: every device of the mesh '
+        'reads its own copy of the input pipeline, and the copies must read '
+        'the examples in one order.')
+  if distribution.kind != 'default':
+    raise ValueError(
+        f'MESH_SHAPE runs one program over the mesh, but the distribution '
+        f'kind is {distribution.kind!r}: use gin/hardware/cpu.gin (kind '
+        "'default') with a mesh.")
+  if weight_update_sharding:
+    raise ValueError(
+        'weight_update_sharding shards over a strategy\'s replicas; under '
+        'MESH_SHAPE the optimizer slots already take their variables\' '
+        'layouts. Set one or the other.')
+  if gradients.two_level_group_size or gradients.bytes_per_pack:
+    raise ValueError(
+        'GradientOptions.two_level_group_size and bytes_per_pack tune a '
+        'strategy\'s all-reduce; under MESH_SHAPE DTensor places the '
+        'collectives. Leave them 0.')
 
 
 def lock_model_dir(model_dir: str, chief: bool, worker_sum):
@@ -157,7 +199,7 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
            preemption_grace_seconds, restart, worker_sum, lock,
-           profile_steps, weight_update_sharding):
+           profile_steps, weight_update_sharding, partitioner):
   profiler = None
   if profile_steps:
     if len(profile_steps) != 2:
@@ -176,11 +218,17 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   schedule.validate(total_steps)
   lr = learning_rate(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
 
-  with dist.scope():
+  with partitioner.scope() if partitioner else dist.scope():
     model = task.build_model()
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
     optimizer.build(model.trainable_variables, make_slot=(
         wus.make_slot_factory(replicas) if weight_update_sharding else None))
+  if partitioner:
+    partitioner.check_rules_used()
+  distribute = (partitioner.distribute_datasets_from_function if partitioner
+                else lambda fn, batch: dist.distribute_datasets_from_function(
+                    fn))
+  on_devices = partitioner.wrap_loop if partitioner else lambda loop: loop
   sharded = (wus.ShardedSlots.for_optimizer(
       strategy=dist, optimizer=optimizer,
       variables=list(model.trainable_variables))
@@ -204,10 +252,10 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
           'worker sees the same files.')
 
   def make_train_iterator(start_step):
-    return iter(dist.distribute_datasets_from_function(
+    return iter(distribute(
         lambda ctx: task.data.train_dataset(
             ctx, global_batch_size=schedule.global_batch_size,
-            start_step=start_step)))
+            start_step=start_step), schedule.global_batch_size))
 
   eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.
 
@@ -218,7 +266,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
     return task.data.eval_dataset(ctx, global_batch_size=schedule.eval_batch,
                                   steps=steps)
 
-  eval_dataset = dist.distribute_datasets_from_function(eval_fn)
+  eval_dataset = distribute(eval_fn, schedule.eval_batch)
   if len(set(eval_steps)) != 1:
     raise RuntimeError(f'Input pipelines disagree on eval steps: {eval_steps}')
   num_eval_examples = task.data.num_eval_examples()
@@ -228,7 +276,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       num_eval_examples=num_eval_examples, total_steps=total_steps)
   evaluator = evaluator_lib.Evaluator(
       strategy=dist,
-      eval_loop=step_lib.make_eval_loop(strategy=dist, model=model, task=task),
+      eval_loop=on_devices(step_lib.make_eval_loop(strategy=dist, model=model,
+                                                   task=task)),
       make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
       task=task, chief=chief, expected_count=num_eval_examples,
       steps_per_loop=eval_steps_per_loop)
@@ -264,10 +313,10 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   if profiler:
     run_actions.append(profiler)
   controller = controller_lib.Controller(
-      train_loop=step_lib.make_train_loop(
+      train_loop=on_devices(step_lib.make_train_loop(
           strategy=dist, model=model, optimizer=optimizer, learning_rate=lr,
           task=task, step=step, gradients=gradients,
-          weight_update_sharding=weight_update_sharding),
+          weight_update_sharding=weight_update_sharding)),
       make_train_iterator=make_train_iterator, evaluator=evaluator, step=step,
       schedule=schedule, total_steps=total_steps,
       steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,
