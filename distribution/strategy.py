@@ -15,7 +15,8 @@ from distribution import tpu as tpu_lib
 KINDS = ('tpu', 'multi_worker', 'mirrored', 'one_device', 'default')
 
 # One MirroredStrategy per device set and process. Every MirroredStrategy
-# numbers its collective groups and instances from 1, so two of them in one
+# numbers its collective groups and instances from 1, so two of them (or one
+# and a DTensor mesh) in one
 # process abort each other's collectives ("Collective instance N expected
 # type ...", "joining a group with size 4, but that group has size 2"): that
 # bites a notebook or test process that trains twice.
@@ -29,8 +30,10 @@ def mirrored(devices) -> tf.distribute.MirroredStrategy:
   if key not in _MIRRORED:
     # No public API gives a strategy its own collective key range; TF's own
     # tests set this class attribute before construction for the same reason.
+    # The first range is left to DTensor (distribution/mesh.py), whose
+    # collectives number their groups from 1 too.
     tf.distribute.MirroredStrategy._collective_key_base = (  # pylint: disable=protected-access
-        _KEY_SPACING * len(_MIRRORED))
+        _KEY_SPACING * (len(_MIRRORED) + 1))
     _MIRRORED[key] = tf.distribute.MirroredStrategy(devices=list(key))
   return _MIRRORED[key]
 
