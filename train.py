@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
+from input_pipeline import spatial as spatial_input
 from tools import gin_setup
 from tools import staged_files
 from training import actions as actions_lib
@@ -72,8 +73,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           restart: bool = False,
           profile_steps: Sequence[int] = (),
           weight_update_sharding: bool = False,
-          mesh: mesh_lib.MeshConfig = mesh_lib.MeshConfig()
-          ) -> controller_lib.Result:
+          mesh: mesh_lib.MeshConfig = mesh_lib.MeshConfig(),
+          spatial_partitions: int = 1) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -109,6 +110,10 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       model parallelism (distribution/mesh.py; gin macro MESH_SHAPE and
       the model's rules); replaces the strategy (distribution kind
       'default').
+    spatial_partitions: split each training image along its height over
+      this many consecutive replicas (the task's `spatial_feature`,
+      input_pipeline/spatial.py; the model must be built for it, gin macro
+      SPATIAL_PARTITIONS). Evaluation stays on whole images.
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
@@ -143,7 +148,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           preemption_grace_seconds=preemption_grace_seconds, restart=restart,
           worker_sum=worker_sum, lock=lock, profile_steps=profile_steps,
           weight_update_sharding=weight_update_sharding,
-          partitioner=partitioner)
+          partitioner=partitioner, spatial_partitions=spatial_partitions)
     finally:
       mlperf.close()
   finally:
@@ -199,7 +204,8 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
            preemption_grace_seconds, restart, worker_sum, lock,
-           profile_steps, weight_update_sharding, partitioner):
+           profile_steps, weight_update_sharding, partitioner,
+           spatial_partitions):
   profiler = None
   if profile_steps:
     if len(profile_steps) != 2:
@@ -209,7 +215,17 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
                                     first_step=profile_steps[0],
                                     last_step=profile_steps[1])
   replicas = dist.num_replicas_in_sync
-  strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
+  if spatial_partitions > 1:
+    if replicas % spatial_partitions or not getattr(
+        task, 'spatial_feature', None):
+      raise ValueError(
+          f'SPATIAL_PARTITIONS ({spatial_partitions}) needs a task with a '
+          f'spatial_feature and a replica count ({replicas}) it divides.')
+    # Each group of partitions is one data-parallel replica.
+    strategies.per_replica_batch_size(
+        schedule.global_batch_size, replicas // spatial_partitions)
+  else:
+    strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
                                     'eval_batch_size')
   task.data.check()
@@ -252,10 +268,15 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
           'worker sees the same files.')
 
   def make_train_iterator(start_step):
-    return iter(distribute(
-        lambda ctx: task.data.train_dataset(
-            ctx, global_batch_size=schedule.global_batch_size,
-            start_step=start_step), schedule.global_batch_size))
+    def dataset_fn(ctx):
+      return task.data.train_dataset(
+          ctx, global_batch_size=schedule.global_batch_size,
+          start_step=start_step)
+    if spatial_partitions > 1:
+      dataset_fn = spatial_input.partitioned_dataset_fn(
+          dataset_fn, partitions=spatial_partitions,
+          feature=task.spatial_feature)
+    return iter(distribute(dataset_fn, schedule.global_batch_size))
 
   eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.
 

@@ -8,6 +8,7 @@ convolutions in bfloat16 (batch-norm statistics and the loss stay float32).
 import tensorflow as tf
 
 from models import layers
+from models import spatial as spatial_lib
 
 STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3),
                 101: (3, 4, 23, 3)}
@@ -26,7 +27,8 @@ class ResNet(tf.Module):
                num_classes: int = 1000, zero_init_last_bn_gamma: bool = True,
                bn_momentum: float = 0.9, bn_epsilon: float = 1e-5,
                bn_group_size: int = 0, compute_dtype: str = 'float32',
-               kernel_init_scale: float = 1.0, seed: int = 0):
+               kernel_init_scale: float = 1.0, spatial_partitions: int = 1,
+               seed: int = 0):
     """Args:
       depth: 18, 34, 50 or 101.
       width_multiplier: scales every layer's channel count.
@@ -42,6 +44,9 @@ class ResNet(tf.Module):
         (`tf.variance_scaling_initializer()`), 2.0 for He et al.'s. Batch
         norm hides the scale in the forward pass, not in LARS's trust ratio,
         whose weight-decay term grows with |w|^2.
+      spatial_partitions: in training, each image arrives split along its
+        height over this many consecutive replicas (models/spatial.py;
+        the runtime's input does the split); evaluation sees whole images.
       seed: initialisation seed.
     """
     super().__init__(name='resnet')
@@ -52,6 +57,12 @@ class ResNet(tf.Module):
     self.dtype = layers.compute_dtype(compute_dtype)
     self.bn_momentum, self.bn_epsilon = bn_momentum, bn_epsilon
     self.bn_sync = layers.BatchNormSync(bn_group_size)
+    self.spatial = spatial_lib.SpatialPartitioning(spatial_partitions)
+    if spatial_partitions > 1 and bn_group_size % spatial_partitions:
+      raise ValueError(
+          f'bn_group_size ({bn_group_size}) must be 0 or a multiple of '
+          f'SPATIAL_PARTITIONS ({spatial_partitions}): batch-norm statistics '
+          'must span the replicas that share an image.')
     self.bottleneck = depth in BOTTLENECK_DEPTHS
     self._seed = seed
     self._init_scale = kernel_init_scale
@@ -145,10 +156,22 @@ class ResNet(tf.Module):
     weights = {k: tf.cast(v, self.dtype) if k.endswith('/kernel') else v
                for k, v in self.params.items()}
     updates = {}
+    spatial = self.spatial
+    # Height slices while they can be strided; whole maps after.
+    partitioned = training and spatial.partitions > 1
+
+    def split_or_whole(x, stride):
+      nonlocal partitioned
+      if partitioned and not spatial.can_split(x, stride):
+        x, partitioned = spatial.gather_whole(x), False
+      return x
 
     def conv(x, name, stride=1):
       kernel = weights[f'{name}/kernel']
-      y = layers.conv2d(x, kernel, stride)
+      if partitioned:
+        y = spatial_lib.conv2d(x, kernel, stride, spatial)
+      else:
+        y = layers.conv2d(x, kernel, stride)
       if self._flops is not None:
         k, _, cin, cout = kernel.shape
         self._flops += 2 * y.shape[1] * y.shape[2] * k * k * cin * cout
@@ -166,10 +189,15 @@ class ResNet(tf.Module):
         updates[f'{name}/moving_variance'] = var
       return tf.nn.relu(y) if relu else y
 
-    x = tf.cast(images, self.dtype)
+    x = split_or_whole(tf.cast(images, self.dtype), 2)
     x = bn(conv(x, 'resnet/stem/conv', 2), 'resnet/stem/bn')
-    x = tf.nn.max_pool2d(x, 3, 2, 'SAME')
+    x = split_or_whole(x, 2)
+    if partitioned:
+      x = spatial_lib.max_pool(x, 3, 2, spatial)
+    else:
+      x = tf.nn.max_pool2d(x, 3, 2, 'SAME')
     for name, stride, projection in self.blocks:
+      x = split_or_whole(x, stride)
       shortcut = x
       if projection:
         shortcut = bn(conv(x, f'{name}/shortcut/conv', stride),
@@ -182,7 +210,12 @@ class ResNet(tf.Module):
         y = bn(conv(x, f'{name}/conv1', stride), f'{name}/bn1')
         y = bn(conv(y, f'{name}/conv2'), f'{name}/bn2', relu=False)
       x = tf.nn.relu(y + shortcut)
-    x = tf.reduce_mean(x, axis=[1, 2])
+    if partitioned:  # The mean over whole images: the group's slices.
+      x = spatial.group_sum(tf.reduce_sum(tf.cast(x, tf.float32), [1, 2])) / (
+          x.shape[1] * spatial.partitions * x.shape[2])
+      x = tf.cast(x, self.dtype)
+    else:
+      x = tf.reduce_mean(x, axis=[1, 2])
     logits = tf.matmul(x, weights['resnet/fc/kernel'])
     if self._flops is not None:
       self._flops += 2 * x.shape[1] * self.num_classes

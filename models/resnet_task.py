@@ -25,6 +25,7 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
   """
 
   mlperf_benchmark = 'resnet'
+  spatial_feature = 'image'  # Split by SPATIAL_PARTITIONS.
   quality_name = 'top-1 accuracy'
   eval_sum_names = ('correct', 'examples')
   higher_is_better = True

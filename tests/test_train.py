@@ -265,3 +265,30 @@ def test_weight_update_sharding_is_one_gin_switch_with_the_same_weights(
                                               'checkpoints'))
   assert (plain_ckpt.get_variable_to_shape_map() ==
           sharded_ckpt.get_variable_to_shape_map())
+
+
+@pytest.mark.slow
+def test_spatially_partitioned_quickstart_reaches_target(quickstart_data,
+                                                         tmp_path):
+  # Each image split in two along its height over 2 replicas (one group).
+  model_dir = str(tmp_path / 'run')
+  result = helpers.run_quick(
+      quickstart_data, model_dir, extra_files=['gin/hardware/cpu_mirrored.gin'],
+      CPU_REPLICAS=2, SPATIAL_PARTITIONS=2, BN_GROUP_SIZE=2,
+      DETERMINISTIC=False, TARGET_ACCURACY=0.95,
+      **{'TRAIN_STEPS': 0, 'STEPS_PER_LOOP': 11, 'EVAL_EVERY_STEPS': 22,
+         'GLOBAL_BATCH_SIZE': 64, 'EVAL_BATCH_SIZE': 120})
+  assert result.status == 'success', result.evals
+  assert result.evals[-1][3]['examples'] == 360  # Eval on whole images.
+  checked = helpers.run_checker(os.path.join(model_dir, 'mlperf.log'),
+                                '0.7.0', str(tmp_path))
+  assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_spatial_partitions_that_do_not_divide_the_replicas_are_named(
+    quickstart_data, tmp_path):
+  with pytest.raises(ValueError, match=r'SPATIAL_PARTITIONS \(3\) needs a '
+                     r'task with a spatial_feature and a replica count \(4\)'):
+    helpers.run_quick(quickstart_data, str(tmp_path / 'run'),
+                      extra_files=['gin/hardware/cpu_mirrored.gin'],
+                      CPU_REPLICAS=4, SPATIAL_PARTITIONS=3, BN_GROUP_SIZE=0)

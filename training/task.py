@@ -136,6 +136,9 @@ class Task(Protocol):
   target_quality: float
   higher_is_better: bool  # False for error rates and losses.
   data: TaskData
+  # Optional: the image feature SPATIAL_PARTITIONS splits along its height
+  # (input_pipeline/spatial.py); tasks without one cannot be partitioned.
+  # spatial_feature: str
 
   def build_model(self) -> Model:
     """The model; called under the strategy scope."""

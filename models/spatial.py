@@ -1,0 +1,131 @@
+"""Spatial partitioning: each image split along its height over a group of
+replicas, with halo rows exchanged before every window that crosses a cut.
+
+The v0.7 pod runs split SSD's and Mask R-CNN's large images over 2-8 TPU
+cores (the TPU input feed's `input_partition_dims`, XLA's spatial
+partitioning). Here the same arithmetic is written out in the replica
+context, so it runs on any tf.distribute strategy: groups of P consecutive
+replicas share a set of images, replica q of a group holds rows
+[q H/P, (q+1) H/P) of each, and before a k x k convolution or pooling window
+each replica receives the rows its window reaches from its neighbours (the
+halo), taken from an all-gather of every replica's edge rows; outside the
+image the rows are the layer's own padding (zeros for a convolution, -inf for
+max pooling), exactly what the whole image's padding gives. Batch-norm
+statistics must span the group (bn_group_size a multiple of P). When a slice
+can no longer be strided (its height is not a multiple of the stride), the
+group gathers its slices into whole maps and continues unpartitioned: every
+member then computes the same values (and the loss share counts each image
+once per member, which share_of_global_mean's division by the group batch
+makes right).
+"""
+
+import tensorflow as tf
+
+
+class SpatialPartitioning:
+  """Halo exchange and group reductions for P-way height partitioning."""
+
+  def __init__(self, partitions: int = 1):
+    if partitions < 1:
+      raise ValueError(f'`spatial_partitions` must be >= 1, got {partitions}.')
+    self.partitions = partitions
+
+  def _context(self):
+    ctx = tf.distribute.get_replica_context()
+    n = ctx.num_replicas_in_sync
+    if n % self.partitions:
+      raise ValueError(
+          f'SPATIAL_PARTITIONS ({self.partitions}) must divide the number of '
+          f'replicas ({n}).')
+    replica = ctx.replica_id_in_sync_group
+    return ctx, replica, replica % self.partitions
+
+  def _gather(self, ctx, t):
+    """[N, ...]: every replica's `t` (all-gather; MirroredStrategy has no
+    sub-group collective in its public API). Static shapes kept: the
+    all-gather loses them, and the model reads slice heights."""
+    gathered = ctx.all_gather(t[tf.newaxis], axis=0)
+    return tf.reshape(gathered, [ctx.num_replicas_in_sync, -1,
+                                 *t.shape[1:]] if t.shape.rank else
+                      [ctx.num_replicas_in_sync])
+
+  def halo(self, x, before: int, after: int, pad_value: float):
+    """x [b, h, w, c] with `before` rows of the previous member and `after`
+    rows of the next one (pad_value rows at the image's own edges)."""
+    if not (before or after):
+      return x
+    ctx, replica, position = self._context()
+    parts = [x]
+    if before:
+      bottoms = self._gather(ctx, x[:, -before:])
+      rows = tf.gather(bottoms, tf.maximum(replica - 1, 0))
+      rows = tf.where(position > 0, rows,
+                      tf.fill(tf.shape(rows), tf.cast(pad_value, x.dtype)))
+      parts.insert(0, rows)
+    if after:
+      n = ctx.num_replicas_in_sync
+      tops = self._gather(ctx, x[:, :after])
+      rows = tf.gather(tops, tf.minimum(replica + 1, n - 1))
+      rows = tf.where(position < self.partitions - 1, rows,
+                      tf.fill(tf.shape(rows), tf.cast(pad_value, x.dtype)))
+      parts.append(rows)
+    return tf.concat(parts, axis=1)
+
+  def can_split(self, x, stride: int) -> bool:
+    """Whether x's slices can go through a window of this stride."""
+    return x.shape[1] % stride == 0 and x.shape[1] >= stride
+
+  def gather_whole(self, x):
+    """The group's slices stacked into whole maps (same on every member)."""
+    ctx, replica, position = self._context()
+    everyone = self._gather(ctx, x)  # [N, b, h, w, c]
+    first = replica - position
+    group = tf.gather(everyone, first + tf.range(self.partitions))
+    return tf.concat(tf.unstack(group, num=self.partitions), axis=1)
+
+  def window(self, x, k: int, stride: int, pad_beg: int, pad_value: float):
+    """x with the halo a k-row window of this stride needs, to be applied
+    with VALID padding in height: `pad_beg` rows before (the whole image's
+    padding above row 0), and after as many as the last output row reaches
+    past the slice."""
+    after = max(0, k - 1 - pad_beg - (stride - 1))
+    if max(pad_beg, after) > x.shape[1]:
+      raise ValueError(
+          f'A {k}x{k} window needs {max(pad_beg, after)} halo rows but the '
+          f'slices have {x.shape[1]}: use fewer SPATIAL_PARTITIONS '
+          f'({self.partitions}) or larger images.')
+    return self.halo(x, pad_beg, after, pad_value)
+
+  def group_sum(self, t):
+    """t summed over the group (the same order, so bitwise the same, on
+    every member)."""
+    ctx, replica, position = self._context()
+    everyone = self._gather(ctx, t)
+    first = replica - position
+    return tf.reduce_sum(tf.gather(everyone, first + tf.range(
+        self.partitions)), axis=0)
+
+
+def conv2d(x, kernel, stride: int, spatial: SpatialPartitioning):
+  """models.layers.conv2d on a height slice: the same output rows as the
+  whole image's convolution, for this slice."""
+  k = kernel.shape[0]
+  pad_beg = (k - 1) // 2
+  pad_end = k - 1 - pad_beg
+  x = spatial.window(x, k, stride, pad_beg, 0.0)
+  x = tf.pad(x, [[0, 0], [0, 0], [pad_beg, pad_end], [0, 0]])
+  return tf.nn.conv2d(x, kernel, stride, 'VALID')
+
+
+def max_pool(x, k: int, stride: int, spatial: SpatialPartitioning):
+  """tf.nn.max_pool2d(x, k, stride, 'SAME') on a height slice (slice height
+  a multiple of the stride)."""
+  pad_total = max(k - stride, 0)
+  pad_beg = pad_total // 2
+  x = spatial.window(x, k, stride, pad_beg, float('-inf'))
+  width = x.shape[2]
+  w_total = max((-(-width // stride) - 1) * stride + k - width, 0)
+  w_beg = w_total // 2
+  x = tf.pad(x, [[0, 0], [0, 0], [w_beg, w_total - w_beg], [0, 0]],
+             constant_values=float('-inf'))
+  return tf.nn.max_pool2d(x, k, stride, 'VALID')
