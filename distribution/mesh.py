@@ -165,10 +165,11 @@ class Partitioner:
     """The task's batches as DTensors split over the batch axis."""
     context = tf.distribute.InputContext(
         num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1)
-    # DTensorDataset reads one copy of the pipeline per batch shard and
-    # auto-shards it; by files that would split 3 eval files 2:1. By data,
-    # in one deterministic order, every copy keeps its own examples, so each
-    # example is read once per step as under a strategy.
+    # DTensorDataset runs one copy of the pipeline per device and
+    # auto-shards the copies over the batch axis; by files that would split
+    # 3 eval files 2:1. By data, in one deterministic order, each batch
+    # shard keeps its own examples and the devices of one shard read the
+    # same ones (train.py requires DETERMINISTIC for that order).
     options = tf.data.Options()
     options.deterministic = True
     options.experimental_distribute.auto_shard_policy = (

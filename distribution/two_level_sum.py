@@ -15,9 +15,9 @@ tf.distribute has no sub-group collectives (a second strategy over a subset
 of devices collides with the first), so this uses TensorFlow's collective V2
 ops directly, as tf.distribute does internally: one group key per row and
 column, derived from the group's device names so that every worker computes
-the same keys; instance keys numbered per group in this process, in the order
-the program builds them (the same on every worker, which runs the same
-program); and one ordering token per device, which orders the ops on a device
+the same keys; instance keys numbered per group and device in this process,
+in the order the program builds them (the same on every worker, which runs
+the same program); and one ordering token per device, which orders the ops on a device
 (without one, several V2 collectives in one tf.function can hang).
 """
 
@@ -33,8 +33,9 @@ from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-dir
 
 from distribution import strategy as strategies
 
-# Group keys above those tf.distribute numbers itself (distribution/strategy.py
-# gives each MirroredStrategy a range of 100,000 keys from 0).
+# Group keys above those tf.distribute and DTensor number themselves
+# (distribution/strategy.py gives each MirroredStrategy a range of 100,000
+# keys from 100,000; DTensor's are below).
 _GROUP_KEY_BASE = 1 << 30
 
 # Per process: the next instance key of each group on each device, and each
