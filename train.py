@@ -148,7 +148,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           preemption_grace_seconds=preemption_grace_seconds, restart=restart,
           worker_sum=worker_sum, lock=lock, profile_steps=profile_steps,
           weight_update_sharding=weight_update_sharding,
-          partitioner=partitioner, spatial_partitions=spatial_partitions)
+          partitioner=partitioner, spatial_partitions=spatial_partitions,
+          deterministic=deterministic)
     finally:
       mlperf.close()
   finally:
@@ -205,7 +206,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
            preemption_grace_seconds, restart, worker_sum, lock,
            profile_steps, weight_update_sharding, partitioner,
-           spatial_partitions):
+           spatial_partitions, deterministic):
   profiler = None
   if profile_steps:
     if len(profile_steps) != 2:
@@ -221,6 +222,12 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       raise ValueError(
           f'SPATIAL_PARTITIONS ({spatial_partitions}) needs a task with a '
           f'spatial_feature and a replica count ({replicas}) it divides.')
+    local = len(dist.extended.worker_devices)
+    if spatial_partitions > local and not deterministic:
+      raise ValueError(
+          f'SPATIAL_PARTITIONS ({spatial_partitions}) spans hosts of '
+          f'{local} replicas each: set DETERMINISTIC = True, so that the '
+          'hosts of a group read the same images.')
     # Each group of partitions is one data-parallel replica.
     strategies.per_replica_batch_size(
         schedule.global_batch_size, replicas // spatial_partitions)

@@ -21,6 +21,8 @@ makes right).
 
 import tensorflow as tf
 
+from distribution import strategy as strategies
+
 
 class SpatialPartitioning:
   """Halo exchange and group reductions for P-way height partitioning."""
@@ -44,7 +46,9 @@ class SpatialPartitioning:
     """[N, ...]: every replica's `t` (all-gather; MirroredStrategy has no
     sub-group collective in its public API). Static shapes kept: the
     all-gather loses them, and the model reads slice heights."""
-    gathered = ctx.all_gather(t[tf.newaxis], axis=0)
+    gathered = ctx.all_gather(
+        strategies.placed(tf.distribute.get_strategy(), t[tf.newaxis]),
+        axis=0)
     return tf.reshape(gathered, [ctx.num_replicas_in_sync, -1,
                                  *t.shape[1:]] if t.shape.rank else
                       [ctx.num_replicas_in_sync])

@@ -56,10 +56,9 @@ def step(num_devices, partitions):
           model)
 
 
-@pytest.mark.parametrize('num_devices,partitions', [
-    pytest.param(4, 2, marks=pytest.mark.slow),  # Two groups of two.
-    (4, 4),  # One group: members with neighbours on both sides.
-])
+# One group of 4: members with neighbours on both sides and at the edges.
+# (Two groups of 2 on two processes: the slow test at the end.)
+@pytest.mark.parametrize('num_devices,partitions', [(4, 4)])
 def test_partitioned_resnet_equals_whole_images(num_devices, partitions):
   groups = num_devices // partitions
   whole_logits, whole_grads, model = step(groups, 1)
@@ -81,12 +80,44 @@ def test_bad_partition_counts_are_named():
     spatial_input.partitioned_dataset_fn(
         data(30), partitions=4, feature='image')(
             tf.distribute.InputContext(1, 0, 4))
-  with pytest.raises(ValueError, match=r'must divide the replicas each host '
-                     r'feeds \(2\)'):
+  with pytest.raises(ValueError, match=r'SPATIAL_PARTITIONS \(4\) and the '
+                     r'replicas each host feeds \(3\) must divide one another'):
     spatial_input.partitioned_dataset_fn(
         data(), partitions=4, feature='image')(
-            tf.distribute.InputContext(2, 0, 4))
+            tf.distribute.InputContext(2, 0, 6))
   with pytest.raises(ValueError, match=r'bn_group_size \(1\) must be 0 or a '
                      r'multiple of SPATIAL_PARTITIONS \(2\)'):
     ResNet(depth=18, width_multiplier=0.25, bn_group_size=1,
            spatial_partitions=2)
+
+
+def test_a_group_across_two_hosts_reads_the_same_images_in_halves():
+  # Two pipelines of one replica each form one group of 2.
+  whole = next(iter(data()(tf.distribute.InputContext(1, 0, 1))))
+  halves = [next(iter(spatial_input.partitioned_dataset_fn(
+      data(), partitions=2, feature='image')(
+          tf.distribute.InputContext(2, host, 2)))) for host in range(2)]
+  for host, half in enumerate(halves):
+    np.testing.assert_array_equal(
+        half['image'], whole['image'][:, host * 16:(host + 1) * 16])
+    np.testing.assert_array_equal(half['label'], whole['label'])
+
+
+@pytest.mark.slow
+def test_two_worker_processes_split_images_like_one_whole_replica(
+    quickstart_data, tmp_path):
+  from tests import helpers
+  # One group of 2 across the 2 processes against whole images on one
+  # replica: the same examples, batch-norm statistics and updates.
+  helpers.run_worker_processes(
+      ['tests.multi_worker_main', quickstart_data, str(tmp_path / 'split'),
+       'gin/resnet_quickstart.gin', 'SPATIAL_PARTITIONS=2'], tmp_path)
+  whole = helpers.run_quick(quickstart_data, str(tmp_path / 'whole'),
+                            TRAIN_STEPS=6, CHECKPOINT_EVERY_STEPS=2,
+                            EVAL_BATCH_SIZE=50)
+  expected = helpers.weights(whole.model)
+  for i in range(2):
+    split = np.load(tmp_path / f'w{i}.npz')
+    for k, v in expected.items():
+      np.testing.assert_allclose(split[k.replace('/', '.')], v, rtol=1e-4,
+                                 atol=1e-5, err_msg=f'worker {i} {k}')

@@ -1,6 +1,7 @@
 """Benchmark: what each scaling technique costs and saves on this machine.
 
   python -m tools.benchmarks.scaling [--replicas=8] [--rounds=5]
+  python -m tools.benchmarks.scaling --workers=4   # 4 processes, 1 replica each
 
 On `--replicas` logical CPU devices, each technique beside plain data
 parallelism in the same run, interleaved round by round:
@@ -20,7 +21,12 @@ ratios here are the techniques' overhead on a CPU, and docs/benchmarks.md
 says what each changes on a pod.
 """
 
+import json
+import os
+import socket
 import statistics
+import subprocess
+import sys
 import time
 
 from absl import app
@@ -189,14 +195,17 @@ def build_bert(n: int, mesh_shape):
       collectives)
 
 
-def compare(title: str, runs: dict) -> None:
-  """Times the runs interleaved round by round; prints against the first."""
+def compare(title: str, runs: dict, show: bool = True) -> None:
+  """Times the runs interleaved round by round; prints against the first
+  (if `show`: one worker prints for a multi-process run)."""
   times = {label: [] for label in runs}
   for _ in range(FLAGS.rounds):
     for label, (fn, _, _) in runs.items():
       start = time.perf_counter()
       fn()
       times[label].append((time.perf_counter() - start) / 5)
+  if not show:
+    return
   base = statistics.median(times[next(iter(runs))])
   print(title, flush=True)
   for label, (_, slot_bytes, collectives) in runs.items():
@@ -206,8 +215,43 @@ def compare(title: str, runs: dict) -> None:
           f'collective ops in the graph {collectives}', flush=True)
 
 
+def run_workers(n: int) -> None:
+  """Runs this benchmark as `n` MultiWorkerMirroredStrategy processes on
+  127.0.0.1 (one replica each); worker 0 prints."""
+  ports = []
+  for _ in range(n):
+    with socket.socket() as sock:
+      sock.bind(('127.0.0.1', 0))
+      ports.append(sock.getsockname()[1])
+  cluster = {'worker': [f'127.0.0.1:{p}' for p in ports]}
+  procs = [subprocess.Popen(
+      [sys.executable, '-m', 'tools.benchmarks.scaling',
+       f'--rounds={FLAGS.rounds}', f'--worker_index={i}'],
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TF_CONFIG=json.dumps(
+          {'cluster': cluster, 'task': {'type': 'worker', 'index': i}})),
+      stdout=None if i == 0 else subprocess.DEVNULL)
+           for i in range(n)]
+  codes = [p.wait() for p in procs]
+  if any(codes):
+    raise SystemExit(f'Worker exit codes: {codes}')
+
+
 def main(argv):
   del argv
+  if FLAGS.workers and FLAGS.worker_index < 0:
+    run_workers(FLAGS.workers)
+    return
+  if FLAGS.worker_index >= 0:
+    strategy = strategies.make_strategy(kind='multi_worker', collective='ring')
+    n = strategy.num_replicas_in_sync
+    # One replica a process: no room for spatial groups inside a host.
+    chosen = {k: v for k, v in variants(n).items() if v[2] == 1}
+    compare(f'ResNet-18 x0.5, LAMB, {n} worker processes (one replica '
+            'each), 8 images each:',
+            {label: build_resnet(strategy, sharded, gradients, partitions)
+             for label, (sharded, gradients, partitions) in chosen.items()},
+            show=FLAGS.worker_index == 0)
+    return
   n = FLAGS.replicas
   strategies.split_cpu(n)
   strategy = strategies.make_strategy(kind='mirrored', num_cpu_devices=n)
@@ -222,4 +266,7 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('replicas', 8, 'Logical CPU devices.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
+  flags.DEFINE_integer('workers', 0, 'Run as this many worker processes on '
+                       '127.0.0.1 instead (ResNet part only).')
+  flags.DEFINE_integer('worker_index', -1, 'Internal: this worker.')
   app.run(main)
