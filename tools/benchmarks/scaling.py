@@ -229,7 +229,10 @@ def run_workers(n: int) -> None:
        f'--rounds={FLAGS.rounds}', f'--worker_index={i}'],
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TF_CONFIG=json.dumps(
           {'cluster': cluster, 'task': {'type': 'worker', 'index': i}})),
-      stdout=None if i == 0 else subprocess.DEVNULL)
+      # The others' output repeats worker 0's, and at exit their
+      # coordination-service heartbeats to the finished worker 0 fail.
+      stdout=None if i == 0 else subprocess.DEVNULL,
+      stderr=None if i == 0 else subprocess.DEVNULL)
            for i in range(n)]
   codes = [p.wait() for p in procs]
   if any(codes):
