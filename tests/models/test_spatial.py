@@ -57,7 +57,7 @@ def step(num_devices, partitions):
 
 
 # One group of 4: members with neighbours on both sides and at the edges.
-# (Two groups of 2 on two processes: the slow test at the end.)
+# (One group of 2 across two processes: the slow test at the end.)
 @pytest.mark.parametrize('num_devices,partitions', [(4, 4)])
 def test_partitioned_resnet_equals_whole_images(num_devices, partitions):
   groups = num_devices // partitions
@@ -111,9 +111,10 @@ def test_two_worker_processes_split_images_like_one_whole_replica(
   # replica: the same examples, batch-norm statistics and updates.
   helpers.run_worker_processes(
       ['tests.multi_worker_main', quickstart_data, str(tmp_path / 'split'),
-       'gin/resnet_quickstart.gin', 'SPATIAL_PARTITIONS=2'], tmp_path)
+       'gin/resnet_quickstart.gin', 'SPATIAL_PARTITIONS=2', 'TRAIN_STEPS=4',
+       'EVAL_EVERY_STEPS=4'], tmp_path)
   whole = helpers.run_quick(quickstart_data, str(tmp_path / 'whole'),
-                            TRAIN_STEPS=6, CHECKPOINT_EVERY_STEPS=2,
+                            TRAIN_STEPS=4, CHECKPOINT_EVERY_STEPS=2,
                             EVAL_BATCH_SIZE=50)
   expected = helpers.weights(whole.model)
   for i in range(2):
