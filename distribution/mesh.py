@@ -98,7 +98,6 @@ class Partitioner:
       self.rules.append((pattern, tuple(layout)))
     self.mesh = dtensor.create_mesh(list(zip(names, shape)),
                                     devices=devices[:math.prod(shape)])
-    self.shape, self.axis_names = shape, names
     self.matches = {pattern: [] for pattern, _ in self.rules}
     self.layouts = {}  # variable name -> the layout it was made with.
 

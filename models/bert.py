@@ -29,6 +29,27 @@ def exclude_from_weight_decay(name: str) -> bool:
   return 'LayerNorm' in name or 'layer_norm' in name or 'bias' in name
 
 
+def sharding_rules() -> tuple:
+  """Tensor-parallel layouts for distribution/mesh.py (gin: MeshConfig.rules).
+
+  Megatron-LM's layout: attention heads (query/key/value columns, output
+  rows) and the feed-forward inner dimension split over `model`; the
+  embeddings split on the hidden dimension (a gather cannot read a
+  vocabulary-split table, and DTensor needs all three alike), which also
+  splits the tied output projection's contraction. Everything else is
+  replicated; optimizer slots follow their variables.
+  """
+  return (
+      ('attention/self/(query|key|value)/kernel$', (None, 'model')),
+      ('attention/self/(query|key|value)/bias$', ('model',)),
+      ('attention/output/dense/kernel$', ('model', None)),
+      ('intermediate/dense/kernel$', (None, 'model')),
+      ('intermediate/dense/bias$', ('model',)),
+      ('layer_[0-9]+/output/dense/kernel$', ('model', None)),
+      ('embeddings/(word|token_type|position)_embeddings$', (None, 'model')),
+  )
+
+
 def gelu(x):
   """The tanh approximation google-research/bert uses."""
   return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2 / math.pi) *

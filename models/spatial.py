@@ -79,13 +79,15 @@ class SpatialPartitioning:
     """Whether x's slices can go through a window of this stride."""
     return x.shape[1] % stride == 0 and x.shape[1] >= stride
 
+  def _group(self, t):
+    """[P, ...]: `t` of every member of this replica's group, in order."""
+    ctx, replica, position = self._context()
+    everyone = self._gather(ctx, t)
+    return tf.gather(everyone, replica - position + tf.range(self.partitions))
+
   def gather_whole(self, x):
     """The group's slices stacked into whole maps (same on every member)."""
-    ctx, replica, position = self._context()
-    everyone = self._gather(ctx, x)  # [N, b, h, w, c]
-    first = replica - position
-    group = tf.gather(everyone, first + tf.range(self.partitions))
-    return tf.concat(tf.unstack(group, num=self.partitions), axis=1)
+    return tf.concat(tf.unstack(self._group(x), num=self.partitions), axis=1)
 
   def window(self, x, k: int, stride: int, pad_beg: int, pad_value: float):
     """x with the halo a k-row window of this stride needs, to be applied
@@ -103,11 +105,7 @@ class SpatialPartitioning:
   def group_sum(self, t):
     """t summed over the group (the same order, so bitwise the same, on
     every member)."""
-    ctx, replica, position = self._context()
-    everyone = self._gather(ctx, t)
-    first = replica - position
-    return tf.reduce_sum(tf.gather(everyone, first + tf.range(
-        self.partitions)), axis=0)
+    return tf.reduce_sum(self._group(t), axis=0)
 
 
 def conv2d(x, kernel, stride: int, spatial: SpatialPartitioning):

@@ -2,7 +2,6 @@
 BERT's forward, loss and gradients equal the 1-device model's; checkpoints
 move between a mesh and one device; bad meshes and rules are named."""
 
-import ast
 import os
 
 import numpy as np
@@ -11,16 +10,9 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 
 from distribution import mesh as mesh_lib
+from models import bert as bert_lib
 from models.bert import Bert
 from tests import helpers
-
-
-def bert_rules():
-  """The rules gin/models/bert.gin binds."""
-  text = open(os.path.join(helpers.ROOT, 'gin/models/bert.gin')).read()
-  start = text.index('distribution.mesh.MeshConfig.rules = ') + len(
-      'distribution.mesh.MeshConfig.rules = ')
-  return ast.literal_eval(text[start:text.index('\n)\n', start) + 2])
 
 
 def tiny_bert():
@@ -41,7 +33,7 @@ def batch(size=4):
 
 @pytest.fixture(scope='module')
 def partitioner():
-  return mesh_lib.MeshConfig(shape=(2, 2), rules=bert_rules()).make()
+  return mesh_lib.MeshConfig(shape=(2, 2), rules=bert_lib.sharding_rules()).make()
 
 
 def on_mesh(partitioner, value):
@@ -50,6 +42,13 @@ def on_mesh(partitioner, value):
       dtensor.copy_to_mesh(tf.constant(value), dtensor.Layout.replicated(
           partitioner.mesh, rank)),
       dtensor.Layout.batch_sharded(partitioner.mesh, 'batch', rank))
+
+
+def full_values(partitioner, model) -> dict:
+  """The model's variables as whole host tensors."""
+  with dtensor.default_mesh(partitioner.mesh):
+    return partitioner.to_host({k: v.read_value()
+                                for k, v in model.params.items()})
 
 
 def loss_and_grads(model, inputs):
@@ -97,9 +96,7 @@ def test_checkpoints_move_between_a_mesh_and_one_device(partitioner,
   path = tf.train.Checkpoint(model=split).save(str(tmp_path / 'mesh'))
   dense = tiny_bert()
   tf.train.Checkpoint(model=dense).restore(path).assert_existing_objects_matched()
-  with dtensor.default_mesh(partitioner.mesh):
-    full = partitioner.to_host({k: v.read_value()
-                                for k, v in split.params.items()})
+  full = full_values(partitioner, split)
   for k, var in dense.params.items():
     np.testing.assert_array_equal(var.numpy(), full[k], err_msg=k)
   # And back: a 1-device checkpoint restores into the split variables.
@@ -109,9 +106,7 @@ def test_checkpoints_move_between_a_mesh_and_one_device(partitioner,
   with partitioner.scope():
     again = tiny_bert()
   tf.train.Checkpoint(model=again).restore(path).assert_existing_objects_matched()
-  with dtensor.default_mesh(partitioner.mesh):
-    full = partitioner.to_host({k: v.read_value()
-                                for k, v in again.params.items()})
+  full = full_values(partitioner, again)
   for k, var in dense.params.items():
     np.testing.assert_array_equal(full[k], var.numpy(), err_msg=k)
 
@@ -124,7 +119,7 @@ def test_bad_meshes_and_rules_are_named():
     mesh_lib.MeshConfig(shape=(2, 2),
                         rules=(('query', (None, 'heads')),)).make()
   unused = mesh_lib.MeshConfig(shape=(2, 2), rules=(
-      *bert_rules(), ('decoder/.*kernel$', (None, 'model')))).make()
+      *bert_lib.sharding_rules(), ('decoder/.*kernel$', (None, 'model')))).make()
   with unused.scope():
     tiny_bert()
   with pytest.raises(ValueError, match=r"\['decoder/\.\*kernel\$'\] match no "

@@ -124,18 +124,6 @@ class BertTask:
     return losses.share_of_global_mean(loss), {}
 
 
-def bert_rules():
-  """gin/models/bert.gin's rules (the benchmark runs without gin)."""
-  return (('attention/self/(query|key|value)/kernel$', (None, 'model')),
-          ('attention/self/(query|key|value)/bias$', ('model',)),
-          ('attention/output/dense/kernel$', ('model', None)),
-          ('intermediate/dense/kernel$', (None, 'model')),
-          ('intermediate/dense/bias$', ('model',)),
-          ('layer_[0-9]+/output/dense/kernel$', ('model', None)),
-          ('embeddings/(word|token_type|position)_embeddings$',
-           (None, 'model')))
-
-
 def build_bert(n: int, mesh_shape):
   """BERT-mini, global batch 8 x (data-parallel degree) ... the same for
   both layouts: 8 x n / 2 sequences."""
@@ -162,7 +150,7 @@ def build_bert(n: int, mesh_shape):
   optimizer = lamb()
   if mesh_shape:
     partitioner = mesh_lib.MeshConfig(shape=mesh_shape,
-                                      rules=bert_rules()).make()
+                                      rules=bert_lib.sharding_rules()).make()
     strategy = tf.distribute.get_strategy()
     with partitioner.scope():
       bert, step = model(), tf.Variable(0, dtype=tf.int64)
