@@ -119,17 +119,23 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     The run's Result (status, steps, final quality, time to train).
   """
   check_writable(model_dir)
-  if deterministic:
-    tf.config.experimental.enable_op_determinism()
   partitioner = None
   if mesh.shape:
     check_mesh_options(distribution=distribution, gradients=gradients,
                        weight_update_sharding=weight_update_sharding,
-                       deterministic=deterministic)
-    partitioner = mesh.make()
-  dist = distribution.make()
-  chief = strategies.is_chief(dist)
-  worker_sum = strategies.make_worker_sum(dist, tf.float64)
+                       deterministic=deterministic,
+                       spatial_partitions=spatial_partitions)
+    # Before any TensorFlow op: a mesh over processes sets up the cluster.
+    partitioner = mesh.make(multi_client=distribution.kind == 'multi_worker')
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+  if partitioner:  # One program over the mesh, no strategy replicas.
+    dist = tf.distribute.get_strategy()
+    chief, worker_sum = partitioner.chief, partitioner.worker_sum
+  else:
+    dist = distribution.make()
+    chief = strategies.is_chief(dist)
+    worker_sum = strategies.make_worker_sum(dist, tf.float64)
   lock = lock_model_dir(model_dir, chief, worker_sum)
   try:
     mlperf = mlperf_log.MlperfLog(
@@ -158,7 +164,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
 
 
 def check_mesh_options(*, distribution, gradients, weight_update_sharding,
-                       deterministic):
+                       deterministic, spatial_partitions):
   """A mesh replaces the strategy's replicas: options for replicas are
   errors, named before anything runs."""
   if not deterministic:
@@ -168,16 +174,27 @@ def check_mesh_options(*, distribution, gradients, weight_update_sharding,
         'MESH_SHAPE needs DETERMINISTIC = True: every device of the mesh '
         'reads its own copy of the input pipeline, and the copies must read '
         'the examples in one order.')
-  if distribution.kind != 'default':
+  if distribution.kind not in ('default', 'multi_worker'):
     raise ValueError(
         f'MESH_SHAPE runs one program over the mesh, but the distribution '
         f'kind is {distribution.kind!r}: use gin/hardware/cpu.gin (kind '
-        "'default') with a mesh.")
+        "'default', one process) or gin/hardware/multi_worker.gin (the "
+        'processes of TF_CONFIG) with a mesh.')
+  if spatial_partitions > 1:
+    raise ValueError(
+        f'SPATIAL_PARTITIONS ({spatial_partitions}) splits images over a '
+        "strategy's replicas; under MESH_SHAPE there are none. Set one or "
+        'the other.')
   if weight_update_sharding:
     raise ValueError(
         'weight_update_sharding shards over a strategy\'s replicas; under '
         'MESH_SHAPE the optimizer slots already take their variables\' '
         'layouts. Set one or the other.')
+  if gradients.clip_norm and gradients.clip_before_allreduce:
+    raise ValueError(
+        'GradientOptions.clip_before_allreduce clips each replica\'s own '
+        'gradients; under MESH_SHAPE the program holds only their sum. Set '
+        'it False (clip the summed gradients).')
   if gradients.two_level_group_size or gradients.bytes_per_pack:
     raise ValueError(
         'GradientOptions.two_level_group_size and bytes_per_pack tune a '
@@ -215,7 +232,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
     profiler = actions_lib.Profiler(logdir=model_dir,
                                     first_step=profile_steps[0],
                                     last_step=profile_steps[1])
-  replicas = dist.num_replicas_in_sync
+  replicas = (partitioner.data_replicas if partitioner
+              else dist.num_replicas_in_sync)
   if spatial_partitions > 1:
     if replicas % spatial_partitions or not getattr(
         task, 'spatial_feature', None):
@@ -256,11 +274,14 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       strategy=dist, optimizer=optimizer,
       variables=list(model.trainable_variables))
              if weight_update_sharding else None)
-  worker_id = strategies.worker_id(dist)
+  worker_id = (partitioner.client_id if partitioner
+               else strategies.worker_id(dist))
   checkpointer = checkpoints.Checkpointer(
       model_dir=model_dir, chief=chief, worker_id=worker_id,
       max_to_keep=schedule.max_checkpoints, restart=restart,
-      before_save=sharded.gather if sharded else None, model=model,
+      before_save=sharded.gather if sharded else None,
+      collective_save=bool(partitioner and partitioner.num_clients > 1),
+      model=model,
       optimizer=sharded.views if sharded else optimizer.slots, step=step)
 
   def check_start(start_step):
@@ -303,7 +324,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       global_batch_size=schedule.global_batch_size, num_replicas=replicas,
       num_eval_examples=num_eval_examples, total_steps=total_steps)
   evaluator = evaluator_lib.Evaluator(
-      strategy=dist,
+      worker_sum=worker_sum,
       eval_loop=on_devices(step_lib.make_eval_loop(strategy=dist, model=model,
                                                    task=task)),
       make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
@@ -334,7 +355,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
           png_path=os.path.join(model_dir, 'time_to_accuracy.png')),
       actions_lib.CheckpointSaver(checkpointer,
                                   schedule.checkpoint_every_steps),
-      preemption.PreemptionGuard(checkpointer=checkpointer, strategy=dist,
+      preemption.PreemptionGuard(checkpointer=checkpointer,
+                                 worker_sum=worker_sum,
                                  grace_seconds=preemption_grace_seconds),
       *(make(context=context) for make in extra_actions),
   ]
@@ -344,7 +366,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       train_loop=on_devices(step_lib.make_train_loop(
           strategy=dist, model=model, optimizer=optimizer, learning_rate=lr,
           task=task, step=step, gradients=gradients,
-          weight_update_sharding=weight_update_sharding)),
+          weight_update_sharding=weight_update_sharding,
+          replicas_in_batch=partitioner.data_replicas if partitioner else 1)),
       make_train_iterator=make_train_iterator, evaluator=evaluator, step=step,
       schedule=schedule, total_steps=total_steps,
       steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,

@@ -14,11 +14,19 @@ the variable's name, in the spirit of T5X's logical axis rules: a layout
 names, per dimension, a mesh axis or None (not split). Variables no rule
 matches are replicated; an optimizer slot takes its variable's layout. A
 rule that matches no variable, or a variable two rules match, is an error.
+
+A mesh may span processes (distribution kind 'multi_worker'): TF_CONFIG's
+cluster becomes one multi-client DTensor job (client i is TF_CONFIG's i-th
+task, chief first), each process drives its share of the mesh's devices, and
+the processes of one batch shard read the same input. Checkpoints are then
+written by every process together (DTensor's save is collective).
 """
 
 import contextlib
 import dataclasses
+import json
 import math
+import os
 import re
 
 import tensorflow as tf
@@ -44,24 +52,88 @@ class MeshConfig:
   axis_names: tuple[str, ...] = (BATCH_AXIS, 'model')
   rules: tuple = ()
 
-  def make(self) -> 'Partitioner | None':
-    """The partitioner over this process's devices, or None without a mesh.
+  def make(self, multi_client: bool = False) -> 'Partitioner | None':
+    """The partitioner, or None without a mesh.
+
+    Args:
+      multi_client: the mesh spans the processes TF_CONFIG names (which
+        must run this before any TensorFlow op); else it uses this
+        process's devices.
 
     Raises:
-      ValueError: for a mesh that does not match the devices, or rules that
-        name axes the mesh does not have.
+      ValueError: for a mesh that does not match the devices, rules that
+        name axes the mesh does not have, or a missing or bad TF_CONFIG.
     """
     if not self.shape:
       return None
-    return Partitioner(self)
+    return Partitioner(self, multi_client=multi_client)
+
+
+def dtensor_environment(tf_config: dict) -> dict[str, str]:
+  """The DTENSOR_* variables that make TF_CONFIG's cluster one multi-client
+  DTensor job: client i is the i-th task, the chief (if any) first.
+
+  Raises:
+    ValueError: if TF_CONFIG names no chief or worker tasks, or this task
+      is not one of them.
+  """
+  cluster, task = tf_config.get('cluster', {}), tf_config.get('task', {})
+  chiefs, workers = cluster.get('chief', []), cluster.get('worker', [])
+  kind, index = task.get('type'), int(task.get('index', 0))
+  listed = {'chief': chiefs, 'worker': workers}.get(kind, [])
+  if index >= len(listed):
+    raise ValueError(
+        f'TF_CONFIG task {kind!r} {index} is not in its cluster\'s chief and '
+        f'worker lists ({len(chiefs)} chief, {len(workers)} worker): a mesh '
+        'over processes runs one program on each of those tasks.')
+  client = index + (len(chiefs) if kind == 'worker' else 0)
+  return {'DTENSOR_JOBS': ','.join(chiefs + workers),
+          'DTENSOR_CLIENT_ID': str(client),
+          'DTENSOR_NUM_CLIENTS': str(len(chiefs) + len(workers)),
+          'DTENSOR_JOB_NAME': 'worker'}
+
+
+def _connect(shape: tuple[int, ...], names: tuple[str, ...]
+             ) -> dtensor.Mesh:
+  """Joins TF_CONFIG's processes into one DTensor job; the mesh over all of
+  their devices, this process's share of it local."""
+  if 'TF_CONFIG' not in os.environ:
+    raise ValueError('A mesh over processes (distribution kind '
+                     "'multi_worker') reads the cluster from the TF_CONFIG "
+                     'environment variable, which is not set.')
+  environment = dtensor_environment(json.loads(os.environ['TF_CONFIG']))
+  clients, total = int(environment['DTENSOR_NUM_CLIENTS']), math.prod(shape)
+  if total % clients:
+    raise ValueError(
+        f'MESH_SHAPE {shape} has {total} devices, which the {clients} '
+        'processes of TF_CONFIG cannot share evenly: choose a shape whose '
+        f'product is a multiple of {clients}.')
+  os.environ.update(environment)
+  kind = 'GPU' if tf.config.list_physical_devices('GPU') else 'CPU'
+  try:
+    dtensor.initialize_accelerator_system(
+        kind, num_logical_cpu_devices=(total // clients if kind == 'CPU'
+                                       else None))
+  except ValueError as e:
+    raise RuntimeError(
+        'A mesh over processes must be set up before any TensorFlow op runs '
+        f'in the process ({str(e).splitlines()[0]}).') from e
+  try:
+    return dtensor.create_distributed_mesh(list(zip(names, shape)),
+                                           device_type=kind)
+  except ValueError as e:
+    raise ValueError(
+        f'MESH_SHAPE {shape} over {clients} processes: '
+        f'{str(e).splitlines()[0]}') from e
 
 
 def _devices(count: int) -> list[str]:
   """The mesh's devices: accelerators if any, else `count` logical CPUs."""
   for kind in ('TPU', 'GPU'):
-    found = tf.config.list_logical_devices(kind)
-    if found:
-      return [d.name for d in found]
+    # Physical first: listing logical devices initialises TensorFlow, after
+    # which the CPU can no longer be split.
+    if tf.config.list_physical_devices(kind):
+      return [d.name for d in tf.config.list_logical_devices(kind)]
   try:
     strategies.split_cpu(count)
   except RuntimeError:
@@ -69,25 +141,39 @@ def _devices(count: int) -> list[str]:
   return [d.name for d in tf.config.list_logical_devices('CPU')]
 
 
+def _local_mesh(shape: tuple[int, ...], names: tuple[str, ...]
+                ) -> dtensor.Mesh:
+  devices = _devices(math.prod(shape))
+  on_cpu = 'CPU' in devices[0]
+  # A process already split into more logical CPUs (a notebook, a test
+  # process) uses the first ones; accelerators must match exactly.
+  if len(devices) < math.prod(shape) or (
+      len(devices) > math.prod(shape) and not on_cpu):
+    raise ValueError(
+        f'MESH_SHAPE {shape} needs {math.prod(shape)} devices; this process '
+        f'has {len(devices)} ({devices[0].split("/")[-1]} ...). Choose a '
+        f'shape whose product is {len(devices)}.')
+  return dtensor.create_mesh(list(zip(names, shape)),
+                             devices=devices[:math.prod(shape)])
+
+
+@tf.function
+def _sum(split):
+  return tf.reduce_sum(split)
+
+
 class Partitioner:
   """Builds variables with their layouts and runs the loops on the mesh."""
 
-  def __init__(self, config: MeshConfig):
+  def __init__(self, config: MeshConfig, multi_client: bool = False):
     shape, names = tuple(config.shape), tuple(config.axis_names)
     if len(shape) != len(names) or any(int(s) < 1 for s in shape):
       raise ValueError(
           f'MESH_SHAPE {shape} must give a positive size for each mesh axis '
           f'{names}.')
-    devices = _devices(math.prod(shape))
-    on_cpu = 'CPU' in devices[0]
-    # A process already split into more logical CPUs (a notebook, a test
-    # process) uses the first ones; accelerators must match exactly.
-    if len(devices) < math.prod(shape) or (
-        len(devices) > math.prod(shape) and not on_cpu):
-      raise ValueError(
-          f'MESH_SHAPE {shape} needs {math.prod(shape)} devices; this process '
-          f'has {len(devices)} ({devices[0].split("/")[-1]} ...). Choose a '
-          f'shape whose product is {len(devices)}.')
+    if BATCH_AXIS not in names:
+      raise ValueError(f'The mesh axes {names} need one named '
+                       f'{BATCH_AXIS!r}: the batch is split over it.')
     self.rules = []
     for pattern, layout in config.rules:
       unknown = [a for a in layout if a is not None and a not in names]
@@ -96,8 +182,10 @@ class Partitioner:
             f'Sharding rule {pattern!r} -> {tuple(layout)} names mesh axes '
             f'{unknown}; the mesh has {names}.')
       self.rules.append((pattern, tuple(layout)))
-    self.mesh = dtensor.create_mesh(list(zip(names, shape)),
-                                    devices=devices[:math.prod(shape)])
+    self.mesh = (_connect(shape, names) if multi_client
+                 else _local_mesh(shape, names))
+    self.num_clients = dtensor.num_clients()
+    self.client_id = dtensor.client_id()
     self.matches = {pattern: [] for pattern, _ in self.rules}
     self.layouts = {}  # variable name -> the layout it was made with.
 
@@ -158,15 +246,55 @@ class Partitioner:
           f'Sharding rules {unused} match no variable (names look like '
           f'{examples}, ...): fix or remove them.')
 
+  # -- Processes ----------------------------------------------------------------
+
+  @property
+  def chief(self) -> bool:
+    """Whether this process writes logs and keeps the checkpoints' books."""
+    return self.client_id == 0
+
+  @property
+  def data_replicas(self) -> int:
+    """How many ways the batch is split (the batch axis's size)."""
+    return self.mesh.dim_size(BATCH_AXIS)
+
+  def worker_sum(self, value: float, first_replica_only: bool = False
+                 ) -> float:
+    """distribution.strategy.WorkerSum over the mesh's processes: each puts
+    its value on its first device of a tensor split over every device, and
+    DTensor sums it."""
+    if self.num_clients == 1:
+      return value
+    if first_replica_only and not self.chief:
+      value = 0.0
+    local = len(self.mesh.local_devices())
+    parts = [tf.fill([1] * len(self.mesh.dim_names), tf.constant(
+        value if i == 0 else 0.0, tf.float64)) for i in range(local)]
+    split = dtensor.pack(parts, dtensor.Layout(self.mesh.dim_names,
+                                               self.mesh))
+    with dtensor.default_mesh(self.mesh):
+      total = _sum(split)
+    return float(dtensor.unpack(total)[0].numpy())
+
+  def input_context(self) -> tf.distribute.InputContext:
+    """This process's input pipeline: one for each group of processes that
+    holds the same batch shards (each reads its own part of the data)."""
+    shards = sorted({loc[BATCH_AXIS]
+                     for loc in self.mesh.local_device_locations()})
+    pipelines = self.data_replicas // len(shards)
+    return tf.distribute.InputContext(
+        num_input_pipelines=pipelines,
+        input_pipeline_id=shards[0] // len(shards),
+        num_replicas_in_sync=pipelines)
+
   # -- Data and loops -----------------------------------------------------------
 
   def distribute_datasets_from_function(self, dataset_fn, global_batch_size):
     """The task's batches as DTensors split over the batch axis."""
-    context = tf.distribute.InputContext(
-        num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1)
-    # DTensorDataset runs one copy of the pipeline per device and
-    # auto-shards the copies over the batch axis; by files that would split
-    # 3 eval files 2:1. By data, in one deterministic order, each batch
+    context = self.input_context()
+    # DTensorDataset runs one copy of this process's pipeline per local
+    # device and auto-shards the copies over its local batch shards; by
+    # files that would split 3 eval files 2:1. By data, in one deterministic order, each batch
     # shard keeps its own examples and the devices of one shard read the
     # same ones (train.py requires DETERMINISTIC for that order).
     options = tf.data.Options()

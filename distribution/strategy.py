@@ -7,6 +7,7 @@ the cluster is found and initialised; the training loop is the same code.
 import dataclasses
 import json
 import os
+from typing import Protocol
 
 import tensorflow as tf
 
@@ -229,14 +230,25 @@ def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
     return tf.identity(tensor)
 
 
-def make_worker_sum(strategy, dtype=tf.float32):
-  """Returns fn(value, first_replica_only=False) -> the sum over workers.
+class WorkerSum(Protocol):
+  """Sums a host value over the processes of a run.
 
   Every worker passes its own host value (a Python float); the result, the
   same on every worker, is their sum, or with `first_replica_only` the value
-  global replica 0 (on the chief) passed. With one worker (one process
-  drives all replicas, TPU pods included) the value comes back as is.
+  the chief passed. With one worker (one process drives all replicas, TPU
+  pods included) the value comes back as is. Every worker must call it the
+  same number of times, in the same order (it is a collective).
   """
+
+  def __call__(self, value: float, first_replica_only: bool = False
+               ) -> float:
+    ...
+
+
+def make_worker_sum(strategy, dtype=tf.float32) -> WorkerSum:
+  """The WorkerSum of a tf.distribute strategy's workers: a one-value
+  all-reduce over its replicas (only global replica 0 contributes, with
+  `first_replica_only`)."""
   if num_workers(strategy) == 1:
     return lambda value, first_replica_only=False: value
 

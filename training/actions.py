@@ -168,7 +168,8 @@ class LockGuard:
   def __init__(self, *, lock, worker_sum, on_lost):
     """Args:
       lock: the chief's lock (None on other workers).
-      worker_sum: distribution.strategy.make_worker_sum's function.
+      worker_sum: sums a host value over the workers
+        (distribution.strategy.WorkerSum).
       on_lost: called first (the MLPerf log stops writing).
     """
     self.lock, self.worker_sum, self.on_lost = lock, worker_sum, on_lost

@@ -13,8 +13,10 @@ written reads back, so the last good checkpoint is never the one deleted.
 
 Under MultiWorkerMirroredStrategy every worker must take part in a save; only
 the chief writes into model_dir, the others write to a scratch folder they
-delete afterwards. Every worker restores from the chief's folder; only the
-chief moves damaged checkpoints aside.
+delete afterwards. A mesh over processes (DTensor) writes each checkpoint
+collectively: every process names the same files in model_dir. Every worker
+restores from the chief's folder; only the chief moves damaged checkpoints
+aside.
 """
 
 import dataclasses
@@ -63,7 +65,8 @@ class Checkpointer:
 
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
                max_to_keep: int = 3, folder: str = 'checkpoints',
-               restart: bool = False, before_save=None, **objects):
+               restart: bool = False, before_save=None,
+               collective_save: bool = False, **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
@@ -74,6 +77,10 @@ class Checkpointer:
         (they stay on disk, set aside).
       before_save: called on every worker before each save (sharded
         optimizer slots gather their shards).
+      collective_save: the workers write each checkpoint together (a mesh
+        over processes: DTensor's save is collective and every process must
+        name the same files); the chief alone keeps the books (state file,
+        rotation, read-back).
       **objects: trackables to save (model, optimizer slots, step, ...).
     """
     if max_to_keep < 1:
@@ -85,7 +92,7 @@ class Checkpointer:
     self._before_save = before_save
     self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
-    self._write_dir = (self.directory if chief else
+    self._write_dir = (self.directory if chief or collective_save else
                        os.path.join(model_dir, 'worker_scratch',
                                     f'{folder}-{worker_id}'))
     self._kept = [p for p in self._listed() if self._exists(p)]
@@ -247,7 +254,8 @@ class Checkpointer:
     self.checkpoint.write(path)
     self.last_saved_step = step
     if not self.chief:
-      tf.io.gfile.rmtree(self._write_dir)
+      if self._write_dir != self.directory:
+        tf.io.gfile.rmtree(self._write_dir)
       return path
     self._kept = [p for p in self._kept if p != path] + [path]
     self._write_state()

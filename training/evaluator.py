@@ -18,27 +18,27 @@ from distribution import strategy as strategies
 class Evaluator:
   """Runs the eval loop over the whole eval set and computes the quality."""
 
-  def __init__(self, *, strategy, eval_loop, make_iterator, steps: int, task,
-               chief: bool, expected_count: int = 0, steps_per_loop: int = 0):
+  def __init__(self, *, eval_loop, make_iterator, steps: int, task,
+               chief: bool, worker_sum: strategies.WorkerSum,
+               expected_count: int = 0, steps_per_loop: int = 0):
     """Args:
-      strategy: the run's tf.distribute strategy.
       eval_loop: eval_loop(iterator, num_steps) -> (sums, outputs) (step.py).
       make_iterator: () -> a fresh eval iterator.
       steps: eval steps covering every example once.
       task: the training.task.Task (quality, host_metric).
       chief: whether this worker computes host metrics.
+      worker_sum: sums host values over the workers, in float64 so every
+        worker sees exactly the chief's figure (distribution.strategy).
       expected_count: real eval examples, to report any dropped (0: skip).
       steps_per_loop: eval steps per device call (0: all in one); bounds the
         host memory that gathered outputs take.
     """
-    self.strategy, self.eval_loop = strategy, eval_loop
+    self.eval_loop = eval_loop
     self.make_iterator, self.steps, self.task = make_iterator, steps, task
     self.chief, self.expected_count = chief, expected_count
     self.steps_per_loop = steps_per_loop or steps
     self.host_metric = task.host_metric()
-    # Float64, so every worker sees exactly the chief's figure.
-    self._worker_sum = (strategies.make_worker_sum(strategy, tf.float64)
-                        if self.host_metric is not None else None)
+    self._worker_sum = worker_sum if self.host_metric is not None else None
 
   def compile(self) -> None:
     """Builds the eval loop with 0 steps (no eval happens)."""

@@ -21,11 +21,31 @@ What a share means is the task's choice, made with one of the helpers:
 `replica_factor` turns a share into the replica's own mean loss, which is
 what clipping before the all-reduce clips (MLPerf BERT v0.7 clips per core);
 the loss the runtime reports is the replicas' own means averaged.
+
+Under a mesh (distribution/mesh.py) one program holds the batches of the
+mesh's data-parallel replicas stacked along dimension 0; inside
+`replicas_in_batch(R)` the helpers normalise each of those R slices as a
+strategy's replica would, so a mesh trains as R data-parallel replicas do.
 """
 
+import contextlib
+import contextvars
 import dataclasses
 
 import tensorflow as tf
+
+_REPLICAS_IN_BATCH = contextvars.ContextVar('replicas_in_batch', default=1)
+
+
+@contextlib.contextmanager
+def replicas_in_batch(count: int):
+  """Inside (while a step is traced), a batch is `count` replicas' batches
+  stacked along dimension 0, in equal slices."""
+  token = _REPLICAS_IN_BATCH.set(count)
+  try:
+    yield
+  finally:
+    _REPLICAS_IN_BATCH.reset(token)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +79,20 @@ def _weighted_sum(values, weights):
   return tf.reduce_sum(values * weights), tf.reduce_sum(weights)
 
 
+def _slice_means(values, weights, epsilon):
+  """Each stacked replica's (weighted) mean: shape [replicas in batch]."""
+  count = _REPLICAS_IN_BATCH.get()
+  if count == 1:
+    total, weight = _weighted_sum(values, weights)
+    return tf.reshape(total / (weight + epsilon), [1])
+  values = tf.reshape(values, [count, -1])
+  if weights is None:
+    weights = tf.ones_like(values)
+  weights = tf.reshape(tf.cast(weights, values.dtype), [count, -1])
+  return (tf.reduce_sum(values * weights, axis=1) /
+          (tf.reduce_sum(weights, axis=1) + epsilon))
+
+
 def share_of_global_mean(values: tf.Tensor,
                          weights: tf.Tensor | None = None) -> LossShare:
   """sum(values x weights) over this replica / the weight of all replicas.
@@ -89,8 +123,8 @@ def share_of_replica_mean(values: tf.Tensor, weights: tf.Tensor | None = None,
     epsilon: added to the weight sum (the BERT reference adds 1e-5).
   """
   n = _num_replicas()
-  total, weight = _weighted_sum(values, weights)
-  return LossShare(total / (weight + epsilon) / n, float(n))
+  return LossShare(tf.reduce_mean(_slice_means(values, weights, epsilon)) / n,
+                   float(n))
 
 
 def replica_mean_summed(values: tf.Tensor, weights: tf.Tensor | None = None,
@@ -103,5 +137,6 @@ def replica_mean_summed(values: tf.Tensor, weights: tf.Tensor | None = None,
     weights: their weights; None weighs every value 1.
     epsilon: added to the weight sum (the BERT reference adds 1e-5).
   """
-  total, weight = _weighted_sum(values, weights)
-  return LossShare(total / (weight + epsilon), 1.0)
+  # Stacked replicas' means are summed too; value x 1/count is their mean.
+  return LossShare(tf.reduce_sum(_slice_means(values, weights, epsilon)),
+                   1.0 / _REPLICAS_IN_BATCH.get())

@@ -26,15 +26,16 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class PreemptionGuard:
   """The action that turns a termination signal into a saved, resumable stop."""
 
-  def __init__(self, *, checkpointer, strategy, grace_seconds: float = 300.0):
+  def __init__(self, *, checkpointer, worker_sum: strategies.WorkerSum,
+               grace_seconds: float = 300.0):
     """Args:
       checkpointer: saves the state at the agreed step.
-      strategy: the run's strategy (workers agree through it).
+      worker_sum: sums a host value over the workers (they agree through it).
       grace_seconds: after the first signal, exit at once if the run has not
         saved and stopped within this many seconds (0: wait indefinitely).
     """
     self.checkpointer, self.grace_seconds = checkpointer, grace_seconds
-    self.worker_sum = strategies.make_worker_sum(strategy)
+    self.worker_sum = worker_sum
     self.signalled = None  # The first signal's number, once received.
     self._previous = {}
 

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from distribution import strategy as strategies
 from distribution import two_level_sum
+from training import losses
 from training import weight_update_sharding as wus
 
 ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
@@ -111,7 +112,8 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
 def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                     step: tf.Variable,
                     gradients: GradientOptions = GradientOptions(),
-                    weight_update_sharding: bool = False):
+                    weight_update_sharding: bool = False,
+                    replicas_in_batch: int = 1):
   """Returns train_loop(iterator, num_steps) -> mean loss over the steps.
 
   The loss reported is the replicas' own mean losses averaged (share x
@@ -119,6 +121,9 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   the mean of replica means for the other two normalisations. With
   `weight_update_sharding` each replica updates its shard of every weight
   (training/weight_update_sharding.py; slots built with its make_slot).
+  `replicas_in_batch` > 1: one replica's batch stacks that many
+  data-parallel replicas' batches (a mesh's batch shards), each normalised
+  as its own replica (training/losses.py).
   """
   variables = list(model.trainable_variables)
   slots = optimizer.slots_for(variables)
@@ -150,7 +155,8 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   def replica_step(batch):
     ctx = tf.distribute.get_replica_context()
     with tf.GradientTape() as tape:
-      share, state_updates = task.loss_share(model, batch)
+      with losses.replicas_in_batch(replicas_in_batch):
+        share, state_updates = task.loss_share(model, batch)
       loss = share.value
       if weight_decay:
         loss += (weight_decay * l2_loss(variables, decays) /

@@ -2,7 +2,9 @@
 BERT's forward, loss and gradients equal the 1-device model's; checkpoints
 move between a mesh and one device; bad meshes and rules are named."""
 
+import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -141,15 +143,60 @@ def test_bad_meshes_and_rules_are_named():
       tiny_bert()
 
 
+def test_tf_config_tasks_become_dtensor_clients_chief_first():
+  cluster = {'chief': ['h0:1'], 'worker': ['h1:1', 'h2:1']}
+  env = mesh_lib.dtensor_environment(
+      {'cluster': cluster, 'task': {'type': 'worker', 'index': 1}})
+  assert env == {'DTENSOR_JOBS': 'h0:1,h1:1,h2:1', 'DTENSOR_CLIENT_ID': '2',
+                 'DTENSOR_NUM_CLIENTS': '3', 'DTENSOR_JOB_NAME': 'worker'}
+  assert mesh_lib.dtensor_environment(
+      {'cluster': cluster, 'task': {'type': 'chief', 'index': 0}})[
+          'DTENSOR_CLIENT_ID'] == '0'
+  with pytest.raises(ValueError, match=r"task 'worker' 2 is not in"):
+    mesh_lib.dtensor_environment(
+        {'cluster': cluster, 'task': {'type': 'worker', 'index': 2}})
+  with pytest.raises(ValueError, match=r"task 'ps' 0 is not in"):
+    mesh_lib.dtensor_environment(
+        {'cluster': cluster, 'task': {'type': 'ps', 'index': 0}})
+
+
+def test_options_a_mesh_cannot_honour_are_named():
+  import train
+  from distribution import strategy as strategies
+  from training import step as step_lib
+  ok = dict(distribution=strategies.StrategyConfig(kind='multi_worker'),
+            gradients=step_lib.GradientOptions(clip_norm=1.0),
+            weight_update_sharding=False, deterministic=True,
+            spatial_partitions=1)
+  train.check_mesh_options(**ok)  # A mesh over processes is fine.
+  for change, message in (
+      (dict(distribution=strategies.StrategyConfig(kind='mirrored')),
+       "distribution kind is 'mirrored'"),
+      (dict(gradients=step_lib.GradientOptions(
+          clip_norm=1.0, clip_before_allreduce=True)),
+       'clip_before_allreduce clips each replica'),
+      (dict(spatial_partitions=2), r'SPATIAL_PARTITIONS \(2\) splits'),
+      (dict(weight_update_sharding=True), 'weight_update_sharding shards'),
+      (dict(gradients=step_lib.GradientOptions(bytes_per_pack=1024)),
+       'bytes_per_pack tune'),
+  ):
+    with pytest.raises(ValueError, match=message):
+      train.check_mesh_options(**{**ok, **change})
+
+
 @pytest.mark.slow
 def test_bert_quickstart_on_a_2x2_mesh_reaches_target(sums_data, tmp_path):
+  # From the command line: a fresh process splits its CPU into the mesh's 4.
   model_dir = str(tmp_path / 'run')
-  result = helpers.run_gin(
-      ['gin/bert_quickstart.gin'],
-      helpers.sums_bindings(sums_data, model_dir, MESH_SHAPE=(2, 2),
-                            DETERMINISTIC=True))
-  assert result.status == 'success', result.evals
-  assert result.evals[-1][3]['examples'] == 100  # Every eval example once.
+  bindings = helpers.sums_bindings(sums_data, model_dir, MESH_SHAPE=(2, 2),
+                                   DETERMINISTIC=True)
+  done = subprocess.run(
+      [helpers.PYTHON, 'train.py', '--gin_file=gin/bert_quickstart.gin',
+       f'--model_dir={model_dir}', *(f'--gin_param={b}' for b in bindings)],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=600,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=helpers.ROOT))
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+  assert 'were dropped' not in done.stdout + done.stderr  # Eval counts all.
   checked = helpers.run_checker(os.path.join(model_dir, 'mlperf.log'),
                                 '0.7.0', str(tmp_path))
   assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -159,3 +206,50 @@ def test_a_mesh_without_deterministic_input_is_refused(sums_data, tmp_path):
   with pytest.raises(ValueError, match='MESH_SHAPE needs DETERMINISTIC'):
     helpers.run_gin(['gin/bert_quickstart.gin'], helpers.sums_bindings(
         sums_data, str(tmp_path / 'run'), MESH_SHAPE=(2, 2)))
+
+
+def final_checkpoint(model_dir: str) -> dict:
+  """Every tensor of the run's last checkpoint, by name."""
+  path = tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
+  reader = tf.train.load_checkpoint(path)
+  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+          if not k.startswith(('_CHECKPOINTABLE', 'save_counter'))}
+
+
+@pytest.mark.slow
+def test_a_mesh_over_two_processes_equals_two_data_parallel_workers(
+    sums_data, tmp_path):
+  # MESH_SHAPE (2, 2) over 2 processes: each holds one batch shard on its 2
+  # devices (heads and feed-forward split between them) and reads its own
+  # half of each batch, the half a data-parallel worker of 2 reads.
+  runs = {}
+  for name, extra in (('mesh', ['MESH_SHAPE=(2, 2)']), ('workers', [])):
+    out = tmp_path / name
+    out.mkdir()
+    helpers.run_worker_processes(
+        ['tests.bert_worker_main', sums_data, str(out / 'run'),
+         'tests/bert_sgd.gin', *extra],
+        out)
+    runs[name] = [json.load(open(out / f'w{i}.npz.json')) for i in range(2)]
+  for result in runs['mesh']:
+    assert result['step'] == 8
+    assert result['metrics']['examples'] == 100  # Each eval example once.
+    assert result['quality'] == runs['mesh'][0]['quality']
+  np.testing.assert_allclose(runs['mesh'][0]['quality'],
+                             runs['workers'][0]['quality'], atol=0.02)
+  mesh = final_checkpoint(str(tmp_path / 'mesh' / 'run'))
+  workers = final_checkpoint(str(tmp_path / 'workers' / 'run'))
+  assert sorted(mesh) == sorted(workers)
+  assert any('encoder' in k for k in mesh)
+  for k in workers:
+    scale = np.abs(workers[k]).max()
+    np.testing.assert_allclose(mesh[k], workers[k], rtol=1e-4,
+                               atol=1e-5 * scale + 1e-7, err_msg=k)
+  # One checkpoint, written together; no scratch folders.
+  assert not (tmp_path / 'mesh' / 'run' / 'worker_scratch').exists()
+  # The chief's MLPerf log (8 steps are short of the checker's 0.712).
+  log = [json.loads(line.split(':::MLLOG ', 1)[1]) for line in open(
+      tmp_path / 'mesh' / 'run' / 'mlperf.log') if ':::MLLOG ' in line]
+  values = {e['key']: e['value'] for e in log}
+  assert values['eval_accuracy'] == pytest.approx(runs['mesh'][0]['quality'])
+  assert values['global_batch_size'] == 32

@@ -56,7 +56,7 @@ def test_host_metric_gets_every_real_example_once_in_chunks(steps_per_loop):
   dist = strategy.experimental_distribute_dataset(ds)
   task = HostTask()
   evaluator = evaluator_lib.Evaluator(
-      strategy=strategy,
+      worker_sum=strategies.make_worker_sum(strategy, tf.float64),
       eval_loop=step_lib.make_eval_loop(strategy=strategy, model=model,
                                         task=task),
       make_iterator=lambda: iter(dist), steps=3, task=task, chief=True,

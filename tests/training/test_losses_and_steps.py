@@ -46,6 +46,26 @@ def test_share_of_replica_mean_sums_to_the_mean_of_replica_means(strategy):
   assert sum(shares) == pytest.approx(means.mean(), rel=1e-6)
 
 
+@pytest.mark.parametrize('helper', ['share_of_global_mean',
+                                    'share_of_replica_mean',
+                                    'replica_mean_summed'])
+def test_replicas_stacked_in_one_batch_share_like_replicas(strategy, helper):
+  # A mesh's one program holds the 3 replicas' batches stacked: its share is
+  # what the 3 replicas' shares sum to, and share x factor their mean loss.
+  fn = getattr(losses, helper)
+  shares = per_replica(strategy, lambda r: fn(
+      tf.gather(VALUES, r), tf.gather(WEIGHTS, r)).value)
+  with losses.replicas_in_batch(REPLICAS):
+    stacked = fn(tf.constant(VALUES.reshape(-1)),
+                 tf.constant(WEIGHTS.reshape(-1)))
+  assert float(stacked.value) == pytest.approx(sum(shares), rel=1e-6)
+  means = (VALUES * WEIGHTS).sum(1) / WEIGHTS.sum(1)
+  reported = (VALUES * WEIGHTS).sum() / WEIGHTS.sum() if helper == (
+      'share_of_global_mean') else means.mean()
+  assert float(stacked.value) * stacked.replica_factor == pytest.approx(
+      reported, rel=1e-6)
+
+
 def test_shares_of_different_normalisations_do_not_add():
   with pytest.raises(ValueError, match='different normalisations'):
     _ = losses.LossShare(1.0, 3.0) + losses.LossShare(1.0, 1.0)
