@@ -186,6 +186,8 @@ class Partitioner:
                  else _local_mesh(shape, names))
     self.num_clients = dtensor.num_clients()
     self.client_id = dtensor.client_id()
+    if multi_client:
+      self._check_shards_are_local()
     self.matches = {pattern: [] for pattern, _ in self.rules}
     self.layouts = {}  # variable name -> the layout it was made with.
 
@@ -275,6 +277,21 @@ class Partitioner:
     with dtensor.default_mesh(self.mesh):
       total = _sum(split)
     return float(dtensor.unpack(total)[0].numpy())
+
+  def _check_shards_are_local(self):
+    """Each batch shard's devices must be in one process: DTensorDataset
+    (without tf.data service) would feed a shard split over processes each
+    batch once per process."""
+    shards = {loc[BATCH_AXIS] for loc in self.mesh.local_device_locations()}
+    per_shard = self.mesh.num_local_devices() // len(shards)
+    needed = self.mesh.size // self.data_replicas
+    if per_shard != needed:
+      raise ValueError(
+          f'MESH_SHAPE {tuple(self.mesh.shape())} over {self.num_clients} '
+          f'processes splits each batch shard ({needed} devices) over '
+          'processes: keep the model axes within one process (their '
+          f'product at most {self.mesh.num_local_devices()}) and split the '
+          'batch across processes.')
 
   def input_context(self) -> tf.distribute.InputContext:
     """This process's input pipeline: one for each group of processes that

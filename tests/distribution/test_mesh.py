@@ -253,3 +253,16 @@ def test_a_mesh_over_two_processes_equals_two_data_parallel_workers(
   values = {e['key']: e['value'] for e in log}
   assert values['eval_accuracy'] == pytest.approx(runs['mesh'][0]['quality'])
   assert values['global_batch_size'] == 32
+
+
+@pytest.mark.slow
+def test_a_batch_shard_split_over_processes_is_refused(sums_data, tmp_path):
+  procs = helpers.start_worker_processes(
+      ['tests.bert_worker_main', sums_data, str(tmp_path / 'run'),
+       'MESH_SHAPE=(1, 4)'], tmp_path)
+  for proc in procs:
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0
+    assert ('MESH_SHAPE (1, 4) over 2 processes splits each batch shard (4 '
+            'devices) over processes') in out, out[-2000:]
+  assert not (tmp_path / 'run' / 'checkpoints').exists()
