@@ -202,6 +202,22 @@ def check_mesh_options(*, distribution, gradients, weight_update_sharding,
         'collectives. Leave them 0.')
 
 
+def check_spatial_options(*, task, spatial_partitions, replicas,
+                          local_replicas, deterministic):
+  """Spatial partitioning needs whole groups of replicas and, for groups
+  spanning hosts, one image order on every host: named before compute."""
+  if spatial_partitions < 1 or replicas % spatial_partitions or not getattr(
+      task, 'spatial_feature', None):
+    raise ValueError(
+        f'SPATIAL_PARTITIONS ({spatial_partitions}) needs a task with a '
+        f'spatial_feature and a replica count ({replicas}) it divides.')
+  if spatial_partitions > local_replicas and not deterministic:
+    raise ValueError(
+        f'SPATIAL_PARTITIONS ({spatial_partitions}) spans hosts of '
+        f'{local_replicas} replicas each: set DETERMINISTIC = True, so that '
+        'the hosts of a group read the same images.')
+
+
 def lock_model_dir(model_dir: str, chief: bool, worker_sum):
   """The chief locks model_dir for the whole job; all workers learn whether
   it could (a refused chief alone would leave the others waiting)."""
@@ -234,23 +250,14 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
                                     last_step=profile_steps[1])
   replicas = (partitioner.data_replicas if partitioner
               else dist.num_replicas_in_sync)
-  if spatial_partitions > 1:
-    if replicas % spatial_partitions or not getattr(
-        task, 'spatial_feature', None):
-      raise ValueError(
-          f'SPATIAL_PARTITIONS ({spatial_partitions}) needs a task with a '
-          f'spatial_feature and a replica count ({replicas}) it divides.')
-    local = len(dist.extended.worker_devices)
-    if spatial_partitions > local and not deterministic:
-      raise ValueError(
-          f'SPATIAL_PARTITIONS ({spatial_partitions}) spans hosts of '
-          f'{local} replicas each: set DETERMINISTIC = True, so that the '
-          'hosts of a group read the same images.')
-    # Each group of partitions is one data-parallel replica.
-    strategies.per_replica_batch_size(
-        schedule.global_batch_size, replicas // spatial_partitions)
-  else:
-    strategies.per_replica_batch_size(schedule.global_batch_size, replicas)
+  if spatial_partitions != 1:
+    check_spatial_options(task=task, spatial_partitions=spatial_partitions,
+                          replicas=replicas,
+                          local_replicas=len(dist.extended.worker_devices),
+                          deterministic=deterministic)
+  # Each group of spatial partitions is one data-parallel replica.
+  strategies.per_replica_batch_size(schedule.global_batch_size,
+                                    replicas // spatial_partitions)
   strategies.per_replica_batch_size(schedule.eval_batch, replicas,
                                     'eval_batch_size')
   task.data.check()

@@ -8,6 +8,8 @@ import math
 
 import tensorflow as tf
 
+from distribution import replica_groups
+
 DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
 
 
@@ -81,10 +83,9 @@ class BatchNormSync:
                        f'replicas ({n}).')
     if group == n:
       return ctx.all_reduce(tf.distribute.ReduceOp.MEAN, local_stats)
-    gathered = ctx.all_gather(local_stats[tf.newaxis], axis=0)
-    gathered = tf.reshape(gathered, [n // group, group, *local_stats.shape])
-    my_group = ctx.replica_id_in_sync_group // group
-    return tf.reduce_mean(tf.gather(gathered, my_group), axis=0)
+    # A sum within the group only (not a gather of every replica's).
+    members = replica_groups.consecutive(tf.distribute.get_strategy(), group)
+    return members.sum(local_stats) / group
 
   def is_local(self) -> bool:
     ctx = tf.distribute.get_replica_context()

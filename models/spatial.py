@@ -8,8 +8,9 @@ context, so it runs on any tf.distribute strategy: groups of P consecutive
 replicas share a set of images, replica q of a group holds rows
 [q H/P, (q+1) H/P) of each, and before a k x k convolution or pooling window
 each replica receives the rows its window reaches from its neighbours (the
-halo), taken from an all-gather of every replica's edge rows; outside the
-image the rows are the layer's own padding (zeros for a convolution, -inf for
+halo), taken from a gather of the edge rows within its group (one
+collective of P members, distribution/replica_groups.py, whatever the
+replica count); outside the image the rows are the layer's own padding (zeros for a convolution, -inf for
 max pooling), exactly what the whole image's padding gives. Batch-norm
 statistics must span the group (bn_group_size a multiple of P). When a slice
 can no longer be strided (its height is not a multiple of the stride), the
@@ -21,7 +22,7 @@ makes right).
 
 import tensorflow as tf
 
-from distribution import strategy as strategies
+from distribution import replica_groups
 
 
 class SpatialPartitioning:
@@ -42,34 +43,29 @@ class SpatialPartitioning:
     replica = ctx.replica_id_in_sync_group
     return ctx, replica, replica % self.partitions
 
-  def _gather(self, ctx, t):
-    """[N, ...]: every replica's `t` (all-gather; MirroredStrategy has no
-    sub-group collective in its public API). Static shapes kept: the
-    all-gather loses them, and the model reads slice heights."""
-    gathered = ctx.all_gather(
-        strategies.placed(tf.distribute.get_strategy(), t[tf.newaxis]),
-        axis=0)
-    return tf.reshape(gathered, [ctx.num_replicas_in_sync, -1,
-                                 *t.shape[1:]] if t.shape.rank else
-                      [ctx.num_replicas_in_sync])
+  def _members(self) -> replica_groups.ReplicaGroups:
+    return replica_groups.consecutive(tf.distribute.get_strategy(),
+                                      self.partitions)
 
   def halo(self, x, before: int, after: int, pad_value: float):
     """x [b, h, w, c] with `before` rows of the previous member and `after`
     rows of the next one (pad_value rows at the image's own edges)."""
     if not (before or after):
       return x
-    ctx, replica, position = self._context()
+    _, _, position = self._context()
+    # One gather a window: this member's bottom rows (for the next one)
+    # and top rows (for the previous one) travel together.
+    edges = self._members().gather(
+        tf.concat([x[:, x.shape[1] - before:], x[:, :after]], axis=1))
     parts = [x]
     if before:
-      bottoms = self._gather(ctx, x[:, -before:])
-      rows = tf.gather(bottoms, tf.maximum(replica - 1, 0))
+      rows = tf.gather(edges, tf.maximum(position - 1, 0))[:, :before]
       rows = tf.where(position > 0, rows,
                       tf.fill(tf.shape(rows), tf.cast(pad_value, x.dtype)))
       parts.insert(0, rows)
     if after:
-      n = ctx.num_replicas_in_sync
-      tops = self._gather(ctx, x[:, :after])
-      rows = tf.gather(tops, tf.minimum(replica + 1, n - 1))
+      rows = tf.gather(edges, tf.minimum(position + 1,
+                                         self.partitions - 1))[:, before:]
       rows = tf.where(position < self.partitions - 1, rows,
                       tf.fill(tf.shape(rows), tf.cast(pad_value, x.dtype)))
       parts.append(rows)
@@ -81,9 +77,8 @@ class SpatialPartitioning:
 
   def _group(self, t):
     """[P, ...]: `t` of every member of this replica's group, in order."""
-    ctx, replica, position = self._context()
-    everyone = self._gather(ctx, t)
-    return tf.gather(everyone, replica - position + tf.range(self.partitions))
+    self._context()
+    return self._members().gather(t)
 
   def gather_whole(self, x):
     """The group's slices stacked into whole maps (same on every member)."""

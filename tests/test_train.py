@@ -293,3 +293,17 @@ def test_spatial_partitions_that_do_not_divide_the_replicas_are_named(
     helpers.run_quick(quickstart_data, str(tmp_path / 'run'),
                       extra_files=['gin/hardware/cpu_mirrored.gin'],
                       CPU_REPLICAS=4, SPATIAL_PARTITIONS=3, BN_GROUP_SIZE=0)
+
+
+def test_spatial_groups_across_hosts_need_deterministic_input():
+  import types
+  import train
+  options = dict(task=types.SimpleNamespace(spatial_feature='image'),
+                 spatial_partitions=2, replicas=2,
+                 local_replicas=1, deterministic=False)
+  with pytest.raises(ValueError, match=r'SPATIAL_PARTITIONS \(2\) spans '
+                     r'hosts of 1 replicas each: set DETERMINISTIC = True'):
+    train.check_spatial_options(**options)
+  train.check_spatial_options(**{**options, 'deterministic': True})
+  with pytest.raises(ValueError, match=r'SPATIAL_PARTITIONS \(0\) needs'):
+    train.check_spatial_options(**{**options, 'spatial_partitions': 0})
