@@ -299,6 +299,8 @@ class Partitioner:
     shards = sorted({loc[BATCH_AXIS]
                      for loc in self.mesh.local_device_locations()})
     pipelines = self.data_replicas // len(shards)
+    # As many "replicas" as pipelines: the task then batches this process's
+    # share of the global batch, which DTensorDataset splits further.
     return tf.distribute.InputContext(
         num_input_pipelines=pipelines,
         input_pipeline_id=shards[0] // len(shards),
@@ -311,9 +313,10 @@ class Partitioner:
     context = self.input_context()
     # DTensorDataset runs one copy of this process's pipeline per local
     # device and auto-shards the copies over its local batch shards; by
-    # files that would split 3 eval files 2:1. By data, in one deterministic order, each batch
-    # shard keeps its own examples and the devices of one shard read the
-    # same ones (train.py requires DETERMINISTIC for that order).
+    # files that would split 3 eval files 2:1. By data, in one
+    # deterministic order, each batch shard keeps its own examples and the
+    # devices of one shard read the same ones (train.py requires
+    # DETERMINISTIC for that order).
     options = tf.data.Options()
     options.deterministic = True
     options.experimental_distribute.auto_shard_policy = (
