@@ -156,11 +156,21 @@ class ReplicaGroups:
                             strategies.placed(self.strategy, tensor))
     device = self._replica_device()
     key = self._keys[device]
-    with tf.device(device):
-      return collective_ops.all_reduce_v2(
-          tensor, self.size, key, _next_instance_key(key, device),
-          communication_hint=self._implementation,
-          ordering_token=_ordering_tokens[device].handle)
+
+    def reduce(t):
+      with tf.device(device):
+        return collective_ops.all_reduce_v2(
+            t, self.size, key, _next_instance_key(key, device),
+            communication_hint=self._implementation,
+            ordering_token=_ordering_tokens[device].handle)
+
+    # TensorFlow registers no gradient for the V2 op. A sum over the group
+    # is its own adjoint: each member's gradient is the group's sum of the
+    # members' upstream gradients.
+    @tf.custom_gradient
+    def group_sum(t):
+      return reduce(t), reduce
+    return group_sum(tensor)
 
   def position(self) -> tf.Tensor:
     """In a replica context: this replica's index within its group."""

@@ -47,6 +47,26 @@ def test_group_sums_count_each_member_once(strategy, groups, expected):
   assert ops == (0 if len(groups[0]) == 1 else REPLICAS)
 
 
+@pytest.mark.parametrize('groups', [[[0, 1], [2, 3]], [[0, 2], [1, 3]]])
+def test_gradients_flow_back_through_the_group(strategy, groups):
+  # loss_r = c_r . sum over r's group of x_m: d loss / d x_r, summed over
+  # replicas, is the group's sum of the c_m.
+  grouping = replica_groups.ReplicaGroups(strategy, groups)
+
+  def grads(r):
+    x = tf.fill([3], r + 1.0)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      loss = tf.reduce_sum(grouping.sum(x) * (10.0 ** r))
+    return tape.gradient(loss, x)
+
+  result, _ = on_replicas(strategy, grads)
+  for r, g in enumerate(result):
+    group = next(m for m in groups if r in m)
+    np.testing.assert_array_equal(g, np.full(3, sum(10.0 ** m
+                                                    for m in group)))
+
+
 def test_a_group_gather_holds_the_members_in_order(strategy):
   pairs = replica_groups.consecutive(strategy, 2)
   assert replica_groups.consecutive(strategy, 2) is pairs  # Built once.

@@ -57,8 +57,10 @@ def step(num_devices, partitions):
 
 
 # One group of 4: members with neighbours on both sides and at the edges.
-# (One group of 2 across two processes: the slow test at the end.)
-@pytest.mark.parametrize('num_devices,partitions', [(4, 4)])
+# Two groups of 2: halos and batch-norm statistics through group collectives
+# (distribution/replica_groups.py), gradients included. (One group of 2
+# across two processes: the slow test at the end.)
+@pytest.mark.parametrize('num_devices,partitions', [(4, 4), (4, 2)])
 def test_partitioned_resnet_equals_whole_images(num_devices, partitions):
   groups = num_devices // partitions
   whole_logits, whole_grads, model = step(groups, 1)
