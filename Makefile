@@ -9,6 +9,14 @@ $(VENV)/.installed: requirements.txt requirements-test.txt
 
 venv: $(VENV)/.installed
 
+# TF Model Garden in its own environment, for tools/benchmarks/versus_garden.py.
+.venv-garden/.installed: requirements-garden.txt
+	python3 -m venv .venv-garden
+	.venv-garden/bin/pip install -q -r requirements-garden.txt
+	touch $@
+
+garden_venv: .venv-garden/.installed
+
 data/quickstart/train-00000-of-00004: | $(VENV)/.installed
 	$(PY) -m tools.build_quickstart_data --output_dir=data/quickstart
 
@@ -31,4 +39,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow" tests
 
-.PHONY: venv data bert_data quickstart bert_quickstart test test-fast
+.PHONY: venv garden_venv data bert_data quickstart bert_quickstart test test-fast

@@ -42,11 +42,12 @@ class _Task:
                                                        logits)), updates
 
 
-def ours(dtype: str, batch: int, steps: int):
-  """A callable running `steps` steps of our train loop; and its model."""
+def ours(dtype: str, batch: int, steps: int, optimizer=optimizers.Lars):
+  """A callable running `steps` steps of our train loop; and its model.
+  `optimizer`: a training/optimizers.py class (LARS, as the MLPerf runs)."""
   strategy = tf.distribute.get_strategy()
   model = ResNet(depth=50, compute_dtype=dtype)
-  opt = optimizers.Lars(exclude=is_decay_exempt)
+  opt = optimizer(exclude=is_decay_exempt)
   step = tf.Variable(0, dtype=tf.int64)
   opt.build(model.trainable_variables)
   data = ImageNetInput(synthetic=True, image_size=224)

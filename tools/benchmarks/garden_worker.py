@@ -1,0 +1,118 @@
+"""TF Model Garden's ResNet-50 or BERT-base training step, timed on request.
+
+Runs in Model Garden's own environment (requirements-garden.txt: TF 2.20,
+tf-models-official 2.20.0, legacy Keras), never in ours; it imports nothing
+from this repository. tools/benchmarks/versus_garden.py starts it:
+
+  python tools/benchmarks/garden_worker.py --model=resnet50 --dtype=float32 \
+      --batch=8 --steps=3 [--xla]
+
+Builds Model Garden's experiment with its task, model, optimizer and
+metrics, and runs `task.train_step` in a tf.function loop over a synthetic
+dataset, as its trainer does:
+- resnet50: `resnet_imagenet` (ResNet-50, SGD momentum, L2 weight decay in
+  the loss), 224x224 images;
+- bert_base: `bert/pretraining` (BERT-base encoder with masked-LM and
+  next-sentence heads), sequence 128, 20 predictions, dropout 0.1, with
+  LAMB (weight decay 0.01 except LayerNorm and biases) as ours.
+`--xla` compiles the loop with XLA (Model Garden's BERT experiments turn
+XLA on). Prints `ready` once compiled; then each line `run` on stdin runs
+`--steps` steps and prints the seconds they took; EOF ends it.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+
+
+def _experiment(model_name: str, batch: int):
+  """(Model Garden's config, one synthetic batch) for the model."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.nlp.configs import pretraining_experiments  # pylint: disable=g-import-not-at-top,unused-import
+  from official.vision import registry_imports  # pylint: disable=g-import-not-at-top,unused-import
+
+  if model_name == 'resnet50':
+    config = exp_factory.get_exp_config('resnet_imagenet')
+    config.task.model.input_size = [224, 224, 3]
+    return config, (tf.random.uniform([batch, 224, 224, 3]),
+                    tf.random.uniform([batch], 0, 1000, tf.int32))
+  config = exp_factory.get_exp_config('bert/pretraining')
+  config.trainer.optimizer_config.optimizer.type = 'lamb'
+  config.trainer.optimizer_config.optimizer.lamb.weight_decay_rate = 0.01
+  config.trainer.optimizer_config.optimizer.lamb.exclude_from_weight_decay = [
+      'LayerNorm', 'layer_norm', 'bias']
+  # The experiment leaves the schedule's lengths to the user.
+  config.trainer.optimizer_config.learning_rate.polynomial.decay_steps = 10**6
+  config.trainer.optimizer_config.warmup.polynomial.warmup_steps = 10**4
+  seq, predictions = 128, 20
+  ids = lambda shape, top: tf.random.uniform(shape, 0, top, tf.int32)
+  return config, {
+      'input_word_ids': ids([batch, seq], 30522),
+      'input_mask': tf.ones([batch, seq], tf.int32),
+      'input_type_ids': ids([batch, seq], 2),
+      'masked_lm_positions': ids([batch, predictions], seq),
+      'masked_lm_ids': ids([batch, predictions], 30522),
+      'masked_lm_weights': tf.ones([batch, predictions]),
+      'next_sentence_labels': ids([batch, 1], 2)}
+
+
+def build(model_name: str, dtype: str, batch: int, xla: bool):
+  """Model Garden's train loop over a synthetic dataset."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import task_factory  # pylint: disable=g-import-not-at-top
+  from official.modeling import optimization  # pylint: disable=g-import-not-at-top
+  from official.modeling import performance  # pylint: disable=g-import-not-at-top
+
+  config, element = _experiment(model_name, batch)
+  config.task.train_data.global_batch_size = batch
+  config.runtime.mixed_precision_dtype = dtype
+  performance.set_mixed_precision_policy(dtype)
+  task = task_factory.get_task(config.task)
+  model = task.build_model()
+  factory = optimization.OptimizerFactory(config.trainer.optimizer_config)
+  optimizer = factory.build_optimizer(factory.build_learning_rate())
+  metrics = task.build_metrics(training=True)
+  iterator = iter(tf.data.Dataset.from_tensors(element).repeat())
+
+  # With XLA, the step is compiled and the loop around it is not (the
+  # iterator cannot be), as Model Garden's trainer does it.
+  @tf.function(jit_compile=xla)
+  def step(inputs):
+    task.train_step(inputs, model, optimizer, metrics)
+
+  @tf.function
+  def loop(num_steps):
+    for _ in tf.range(num_steps):
+      step(next(iterator))
+
+  return loop
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument('--model', default='resnet50',
+                      choices=('resnet50', 'bert_base'))
+  parser.add_argument('--xla', action='store_true')
+  parser.add_argument('--dtype', default='float32')
+  parser.add_argument('--batch', type=int, default=8)
+  parser.add_argument('--steps', type=int, default=3)
+  args = parser.parse_args()
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  loop = build(args.model, args.dtype, args.batch, args.xla)
+  steps = tf.constant(args.steps)
+  loop(steps)  # Compile (and warm up).
+  print('ready', flush=True)
+  for line in sys.stdin:
+    if line.strip() != 'run':
+      continue
+    start = time.perf_counter()
+    loop(steps)
+    print(f'{time.perf_counter() - start:.6f}', flush=True)
+
+
+if __name__ == '__main__':
+  main()
