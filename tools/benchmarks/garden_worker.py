@@ -25,8 +25,6 @@ import os
 import sys
 import time
 
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
-
 
 def _experiment(model_name: str, batch: int):
   """(Model Garden's config, one synthetic batch) for the model."""
@@ -101,6 +99,8 @@ def main():
   parser.add_argument('--batch', type=int, default=8)
   parser.add_argument('--steps', type=int, default=3)
   args = parser.parse_args()
+  # Model Garden 2.20 is written for Keras 2 (tf_keras); before TF loads.
+  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   loop = build(args.model, args.dtype, args.batch, args.xla)
   steps = tf.constant(args.steps)
