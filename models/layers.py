@@ -81,9 +81,8 @@ class BatchNormSync:
     if n % group:
       raise ValueError(f'`bn_group_size` ({group}) must divide the number of '
                        f'replicas ({n}).')
-    if group == n:
-      return ctx.all_reduce(tf.distribute.ReduceOp.MEAN, local_stats)
-    # A sum within the group only (not a gather of every replica's).
+    # A sum within the group only (the strategy's all-reduce for a group of
+    # every replica).
     members = replica_groups.consecutive(tf.distribute.get_strategy(), group)
     return members.sum(local_stats) / group
 

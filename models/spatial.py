@@ -98,9 +98,10 @@ class SpatialPartitioning:
     return self.halo(x, pad_beg, after, pad_value)
 
   def group_sum(self, t):
-    """t summed over the group (the same order, so bitwise the same, on
-    every member)."""
-    return tf.reduce_sum(self._group(t), axis=0)
+    """t summed over the group (one all-reduce: every member receives the
+    same sum)."""
+    self._context()
+    return self._members().sum(t)
 
 
 def conv2d(x, kernel, stride: int, spatial: SpatialPartitioning):

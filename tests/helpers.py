@@ -74,6 +74,15 @@ def weights(model) -> dict:
   return {k: v.numpy() for k, v in model.params.items()}
 
 
+def checkpoint_tensors(model_dir: str) -> dict:
+  """Every saved tensor of the run's latest checkpoint, by name (the
+  object graph and save counter left out)."""
+  import tensorflow as tf
+  reader = tf.train.load_checkpoint(os.path.join(model_dir, 'checkpoints'))
+  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+          if not k.startswith(('_CHECKPOINTABLE', 'save_counter'))}
+
+
 def inference_task(gin_file: str, data_dir: str, params=()):
   """inference.run.load_task for a gin file of the repository; gin cleared."""
   from inference import run as run_lib

@@ -69,8 +69,7 @@ def test_gin_mistakes_fail_before_anything_runs(tmp_path):
 
 
 def final_weights(model_dir):
-  reader = tf.train.load_checkpoint(os.path.join(model_dir, 'checkpoints'))
-  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+  return {k: v for k, v in helpers.checkpoint_tensors(model_dir).items()
           if k.startswith('model/')}
 
 

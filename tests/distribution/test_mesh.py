@@ -208,14 +208,6 @@ def test_a_mesh_without_deterministic_input_is_refused(sums_data, tmp_path):
         sums_data, str(tmp_path / 'run'), MESH_SHAPE=(2, 2)))
 
 
-def final_checkpoint(model_dir: str) -> dict:
-  """Every tensor of the run's last checkpoint, by name."""
-  path = tf.train.latest_checkpoint(os.path.join(model_dir, 'checkpoints'))
-  reader = tf.train.load_checkpoint(path)
-  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
-          if not k.startswith(('_CHECKPOINTABLE', 'save_counter'))}
-
-
 @pytest.mark.slow
 def test_a_mesh_over_two_processes_equals_two_data_parallel_workers(
     sums_data, tmp_path):
@@ -237,8 +229,8 @@ def test_a_mesh_over_two_processes_equals_two_data_parallel_workers(
     assert result['quality'] == runs['mesh'][0]['quality']
   np.testing.assert_allclose(runs['mesh'][0]['quality'],
                              runs['workers'][0]['quality'], atol=0.02)
-  mesh = final_checkpoint(str(tmp_path / 'mesh' / 'run'))
-  workers = final_checkpoint(str(tmp_path / 'workers' / 'run'))
+  mesh = helpers.checkpoint_tensors(str(tmp_path / 'mesh' / 'run'))
+  workers = helpers.checkpoint_tensors(str(tmp_path / 'workers' / 'run'))
   assert sorted(mesh) == sorted(workers)
   assert any('encoder' in k for k in mesh)
   for k in workers:
