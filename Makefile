@@ -30,6 +30,14 @@ bert_data: data/bert_quickstart/vocab.txt
 bert_quickstart: venv bert_data
 	$(PY) train.py --gin_file=gin/bert_quickstart.gin --model_dir=runs/bert_$$(date +%Y%m%d_%H%M%S)
 
+data/transformer_quickstart/metadata.json: | $(VENV)/.installed
+	$(PY) -m tools.build_translation_data --quickstart --output_dir=data/transformer_quickstart
+
+transformer_data: data/transformer_quickstart/metadata.json
+
+transformer_quickstart: venv transformer_data
+	$(PY) train.py --gin_file=gin/transformer_quickstart.gin --model_dir=runs/transformer_$$(date +%Y%m%d_%H%M%S)
+
 quickstart: venv data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
@@ -39,4 +47,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow" tests
 
-.PHONY: venv garden_venv data bert_data quickstart bert_quickstart test test-fast
+.PHONY: venv garden_venv data bert_data transformer_data quickstart bert_quickstart transformer_quickstart test test-fast

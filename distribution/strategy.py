@@ -221,8 +221,11 @@ def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
   Under MultiWorkerMirroredStrategy with one device a worker, ops inside a
   tf.function carry no device, and all_gather (or an all_reduce of a
   function argument) fails with "destinations can not be empty" (TF 2.21);
-  pin such a tensor to the worker's one device.
+  pin such a tensor to the worker's one device. The default strategy (one
+  device, no replicas to gather from) needs nothing.
   """
+  if not tf.distribute.has_strategy():
+    return tensor
   devices = strategy.extended.worker_devices
   if tensor.device or len(devices) != 1:
     return tensor

@@ -72,3 +72,12 @@ def sums_data(tmp_path_factory):
         max_seq_length=32, max_predictions_per_seq=5, dupe_factor=dupe,
         random_seed=1 if split == 'train' else 2)
   return str(out)
+
+
+@pytest.fixture(scope='session')
+def translation_data(tmp_path_factory):
+  """The Transformer quickstart data: catalog pairs, vocabulary, TFRecords."""
+  from tools import build_translation_data
+  out = tmp_path_factory.mktemp('translation')
+  metadata = build_translation_data.quickstart(str(out))
+  return str(out), metadata

@@ -45,6 +45,14 @@ class Submission:
 RESUMED_FROM_CHECKPOINT = 'resumed_from_checkpoint'
 
 
+@dataclasses.dataclass(frozen=True)
+class Logged:
+  """A hyper-parameter value with the metadata its key requires (e.g. the
+  Transformer's max_sequence_length carries {'method': 'discard'})."""
+  value: object
+  metadata: dict
+
+
 def rotate(path: str) -> str | None:
   """Renames an existing `path` to `path.N`, N one more than any taken."""
   if not tf.io.gfile.exists(path):
@@ -166,7 +174,10 @@ class MlperfLog:
       if self.target is not None:
         log.event(time_to_accuracy.QUALITY_TARGET, self.target)
       for key, value in self.hyperparameters.items():
-        log.event(key, value)
+        if isinstance(value, Logged):
+          log.event(key, value.value, metadata=dict(value.metadata))
+        else:
+          log.event(key, value)
       log.end(mlc.INIT_STOP)
       older = log.begin()
       if older:

@@ -168,15 +168,19 @@ class Adam(_Optimizer):
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
     u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon) [+ wd * w]
     w = w - lr * u
+  With `epsilon_hat` epsilon is added before the bias correction, as
+  tf.compat.v1.train.AdamOptimizer (Google's v0.7 Transformer, through
+  Lingvo) does: u = sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon).
   """
 
   slot_names = ('adam_m', 'adam_v')
 
   def __init__(self, *, exclude=lambda name: False, beta_1: float = 0.9,
                beta_2: float = 0.999, epsilon: float = 1e-8,
-               weight_decay: float = 0.0):
+               weight_decay: float = 0.0, epsilon_hat: bool = False):
     super().__init__(weight_decay=weight_decay, exclude=exclude)
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+    self.epsilon_hat = epsilon_hat
 
   def direction(self, var, grad, slots, step, *, decay: bool):
     """The new moments and the update direction u above."""
@@ -184,9 +188,13 @@ class Adam(_Optimizer):
     t = tf.cast(step, tf.float32) + 1.0
     next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
     next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
-    m_hat = next_m / (1.0 - self.beta_1**t)
-    v_hat = next_v / (1.0 - self.beta_2**t)
-    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    if self.epsilon_hat:
+      update = (tf.sqrt(1.0 - self.beta_2**t) / (1.0 - self.beta_1**t) *
+                next_m / (tf.sqrt(next_v) + self.epsilon))
+    else:
+      m_hat = next_m / (1.0 - self.beta_1**t)
+      v_hat = next_v / (1.0 - self.beta_2**t)
+      update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
     if decay and self.weight_decay:
       update += self.weight_decay * var
     return next_m, next_v, update

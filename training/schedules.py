@@ -116,6 +116,35 @@ class InverseSquareRoot:
             'warmup_steps': self.warmup_steps}
 
 
+class TransformerMlperf:
+  """Google's v0.7 Transformer schedule (Lingvo TransformerMLPerfSchedule
+  times the learning rate):
+
+    lr(s) = base * model_dim^-0.5 * min(1, s / warmup_steps)
+                 * rsqrt(max(s, warmup_steps))
+
+  with s the number of updates already applied (0 for the first, which
+  therefore applies none, as Lingvo's global step does).
+  """
+
+  def __init__(self, *, base: float, model_dim: int, warmup_steps: int,
+               total_steps: int = 0, steps_per_epoch: float = 0.0):
+    del total_steps, steps_per_epoch
+    if warmup_steps <= 0 or model_dim <= 0:
+      raise ValueError(f'`warmup_steps` ({warmup_steps}) and `model_dim` '
+                       f'({model_dim}) must be positive.')
+    self.base, self.model_dim, self.warmup_steps = base, model_dim, warmup_steps
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    warmup = float(self.warmup_steps)
+    return (self.base * self.model_dim**-0.5 * tf.minimum(1.0, step / warmup) *
+            tf.math.rsqrt(tf.maximum(step, warmup)))
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'warmup_steps': self.warmup_steps}
+
+
 class PiecewiseConstant:
   """`values[i]` from `boundaries[i-1]` (in epochs) on, with linear warmup.
 

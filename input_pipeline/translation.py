@@ -1,0 +1,171 @@
+"""Transformer input: packed training rows and exact eval over every pair.
+
+Reads what tools/build_translation_data.py writes (its docstring lists the
+files). Training: packed rows (input_pipeline/packing.py features), files
+sharded per host (records when files < hosts), shuffled file order, record
+shuffle, endless epochs positioned at a resumed step. Eval: every eval pair
+once, sharded by record over hosts, padded to whole batches with `mask` 0
+and `index` -1.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from input_pipeline import packing
+from input_pipeline import records
+from input_pipeline import subwords
+
+
+class TranslationInput:
+  """Builds per-host Transformer train and eval datasets. Implements
+  training.task.TaskData."""
+
+  def __init__(self, *, data_dir: str, shuffle_buffer: int = 1024,
+               cycle_length: int = 8, deterministic: bool = False,
+               seed: int = 0):
+    """Args:
+      data_dir: tools/build_translation_data.py's output_dir (local or gs://).
+      shuffle_buffer: training rows in the shuffle buffer.
+      cycle_length: files read in parallel (at most 8).
+      deterministic: reproducible order (for tests and exact resume).
+      seed: shuffling seed.
+    """
+    self.data_dir = data_dir
+    self.train_files = os.path.join(data_dir, 'train-*')
+    self.eval_files = os.path.join(data_dir, 'eval-*')
+    self.vocab_file = os.path.join(data_dir, 'vocab.txt')
+    self.references_file = os.path.join(data_dir, 'eval_references.txt')
+    self.shuffle_buffer, self.cycle_length = shuffle_buffer, min(cycle_length, 8)
+    self.deterministic, self.seed = deterministic, seed
+    self._metadata = None
+
+  @property
+  def metadata(self) -> dict:
+    if self._metadata is None:
+      path = os.path.join(self.data_dir, 'metadata.json')
+      if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(
+            f'{path} does not exist: DATA_DIR must be the output_dir of '
+            'tools/build_translation_data.py (make transformer_data builds '
+            'the quickstart\'s).')
+      with tf.io.gfile.GFile(path) as f:
+        self._metadata = json.load(f)
+    return self._metadata
+
+  @property
+  def num_train_examples(self) -> int:
+    """Packed rows: MLPerf's train_samples (Google's v0.7 logs 566,340)."""
+    return self.metadata['train_rows']
+
+  @property
+  def packed_length(self) -> int:
+    return self.metadata['packed_length']
+
+  @property
+  def eval_length(self) -> int:
+    return self.metadata['eval_length']
+
+  @property
+  def max_length(self) -> int:
+    return self.metadata['max_length']
+
+  def _train_features(self):
+    return {k: tf.io.FixedLenFeature([self.packed_length], tf.int64)
+            for k in packing.FEATURES}
+
+  def _eval_features(self):
+    return {'inputs': tf.io.FixedLenFeature([self.eval_length], tf.int64),
+            'index': tf.io.FixedLenFeature([1], tf.int64)}
+
+  def check(self) -> None:
+    """Fails fast on missing files, the wrong features or vocabulary."""
+    fix = ('Rebuild DATA_DIR with tools/build_translation_data.py; its '
+           'metadata.json must describe its records.')
+    for pattern, features in ((self.train_files, self._train_features()),
+                              (self.eval_files, self._eval_features())):
+      files = records.list_files(pattern)
+      records.check_record_files(files)
+      records.check_features(files[0], features, fix=fix)
+    vocab = subwords.SubwordVocab.load(self.vocab_file)
+    if len(vocab) != self.metadata['vocab_size']:
+      raise ValueError(
+          f'{self.vocab_file} has {len(vocab)} pieces but metadata.json says '
+          f'{self.metadata["vocab_size"]}: the data and vocabulary are from '
+          'different builds. ' + fix)
+    if not tf.io.gfile.exists(self.references_file):
+      raise FileNotFoundError(f'{self.references_file} is missing. ' + fix)
+
+  def steps_per_epoch(self, global_batch_size: int) -> float:
+    return self.num_train_examples / global_batch_size
+
+  @staticmethod
+  def _options(deterministic):
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    return options
+
+  def _parse(self, raw, features):
+    example = tf.io.parse_single_example(raw, features)
+    return {k: tf.cast(v, tf.int32) for k, v in example.items()}
+
+  def train_dataset(self, input_context: tf.distribute.InputContext, *,
+                    global_batch_size: int, start_step: int = 0):
+    """Per-replica batches of packed rows, positioned at `start_step`."""
+    batch = input_context.get_per_replica_batch_size(global_batch_size)
+    replicas_per_host = (input_context.num_replicas_in_sync //
+                         input_context.num_input_pipelines)
+    files = records.list_files(self.train_files)
+    features = self._train_features()
+
+    def one_epoch(epoch):
+      seed = records.epoch_seed(self.seed, epoch)
+      return records.host_records(
+          files, input_context, cycle_length=self.cycle_length,
+          deterministic=self.deterministic, shuffle_seed=seed).shuffle(
+              self.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
+
+    ds = records.epochs(
+        one_epoch, start_record=start_step * batch * replicas_per_host,
+        count_records=lambda: records.host_record_count(files, input_context))
+    ds = ds.map(lambda epoch, index, raw: self._parse(raw, features),
+                num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return ds.with_options(self._options(self.deterministic))
+
+  def num_eval_examples(self) -> int:
+    return self.metadata['eval_pairs']
+
+  def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
+    total = self.num_eval_examples()
+    counts = [len(range(i, total, num_pipelines)) for i in range(num_pipelines)]
+    return records.eval_steps(counts, global_batch_size // num_pipelines)
+
+  def eval_dataset(self, input_context: tf.distribute.InputContext, *,
+                   global_batch_size: int, steps: int, cache: bool = True):
+    """Exactly `steps` batches per replica; padding has mask 0, index -1."""
+    batch = input_context.get_per_replica_batch_size(global_batch_size)
+    replicas_per_host = (input_context.num_replicas_in_sync //
+                         input_context.num_input_pipelines)
+    files = records.list_files(self.eval_files)
+    features = self._eval_features()
+    ds = tf.data.TFRecordDataset(files)
+    ds = ds.shard(input_context.num_input_pipelines,
+                  input_context.input_pipeline_id)
+    ds = ds.map(lambda raw: self._parse(raw, features))
+    ds = ds.map(lambda x: {'inputs': x['inputs'], 'index': x['index'][0],
+                           'mask': tf.constant(1.0)})
+    padding = {'inputs': tf.zeros([self.eval_length], tf.int32),
+               'index': tf.constant(-1, tf.int32), 'mask': tf.constant(0.0)}
+    ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
+    ds = ds.take(steps * batch * replicas_per_host)
+    ds = ds.batch(batch, drop_remainder=True)
+    if cache:
+      ds = ds.cache()
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options(True))
+
+  def references(self) -> list[str]:
+    """The eval targets, by index."""
+    with tf.io.gfile.GFile(self.references_file, 'rb') as f:
+      return f.read().decode('utf-8').split('\n')[:self.num_eval_examples()]

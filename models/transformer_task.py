@@ -1,0 +1,174 @@
+"""The MLPerf Transformer translation task: packed training, BLEU in the loop.
+
+Loss (Google's v0.7, Lingvo `_FPropFastSoftmax`): label-smoothed
+cross-entropy over the real target tokens, the smoothed target putting
+1 - u on the label and u / (vocab - 1) on every other piece, less that
+target's own entropy (a constant: the loss reaches 0). Each replica takes
+its own mean over its tokens and the optimizer receives the replicas'
+average gradient (Lingvo scales each core's loss by 1 / cores and sums:
+training/losses.py `share_of_replica_mean`); `token_mean='global'` instead
+divides by the tokens of the whole global batch (`share_of_global_mean`).
+
+Quality: BLEU (models/bleu.py) of the beam-search translations (models/
+beam_search.py, on the device inside the eval step) of every eval pair,
+gathered from every replica and host and scored on the chief.
+"""
+
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from input_pipeline import records
+from input_pipeline import subwords
+from input_pipeline.translation import TranslationInput
+from models import beam_search
+from models import bleu
+from models.transformer import Transformer
+from training import losses
+from training import mlperf_log
+
+
+def smoothed_cross_entropy(logits, labels, uncertainty: float):
+  """Per-token cross-entropy against the uniformly smoothed label, less the
+  smoothed label's entropy (Lingvo's `xent - normalizing`).
+
+  Computed as -(on - off) log p[label] - off sum(log p) without building the
+  [tokens, vocab] target.
+  """
+  vocab = logits.shape[-1]
+  log_probs = tf.nn.log_softmax(logits)
+  on = 1.0 - uncertainty
+  off = uncertainty / (vocab - 1)
+  picked = tf.gather(log_probs, labels, batch_dims=labels.shape.rank)
+  xent = -(on - off) * picked - off * tf.reduce_sum(log_probs, axis=-1)
+  normalizing = -(on * np.log(on) + (vocab - 1) * off * np.log(off + 1e-20)
+                  ) if uncertainty else 0.0
+  return xent - normalizing
+
+
+class TransformerTask:
+  """MLPerf Transformer (WMT English-German). Implements training.task.Task."""
+
+  mlperf_benchmark = 'transformer'
+  quality_name = 'BLEU'
+  eval_sum_names = ('examples',)
+  eval_output_dtypes = {'ids': tf.int32, 'index': tf.int32,
+                        'mask': tf.float32}
+  higher_is_better = True
+
+  def __init__(self, *, model: Callable[..., Transformer],
+               data: TranslationInput, target_bleu: float = 0.25,
+               label_smoothing: float = 0.1, token_mean: str = 'replica',
+               decoder: str = 'beam', beam_size: int = 4,
+               length_penalty: float = 0.6, extra_decode_length: int = 50):
+    """Args:
+      model: builds the Transformer (gin: `@models.transformer.Transformer`,
+        no call); its vocab_size comes from the data.
+      data: the input pipeline.
+      target_bleu: BLEU (a fraction, as MLPerf logs it) that ends the run:
+        0.25 in MLPerf.
+      label_smoothing: the smoothed label's uncertainty (v0.7: 0.1).
+      token_mean: 'replica' (each replica's own token mean, gradients
+        averaged: Google's v0.7) or 'global' (the mean over the global
+        batch's tokens).
+      decoder: 'beam' (MLPerf's) or 'greedy'.
+      beam_size: hypotheses kept a sentence (MLPerf: 4).
+      length_penalty: alpha of ((5 + length) / 6)^alpha (MLPerf: 0.6).
+      extra_decode_length: decoding may run this many steps past the eval
+        sources' padded length (the reference's max decode length: input
+        length + 50).
+    """
+    if token_mean not in ('replica', 'global'):
+      raise ValueError("`token_mean` must be 'replica' or 'global', got "
+                       f'{token_mean!r}.')
+    if decoder not in ('beam', 'greedy'):
+      raise ValueError(f"`decoder` must be 'beam' or 'greedy', got "
+                       f'{decoder!r}.')
+    self._build_model, self.data = model, data
+    self.target_quality = target_bleu
+    self.label_smoothing, self.token_mean = label_smoothing, token_mean
+    self.decoder, self.beam_size = decoder, beam_size
+    self.length_penalty = length_penalty
+    self.extra_decode_length = extra_decode_length
+
+  def build_model(self) -> Transformer:
+    return self._build_model(vocab_size=self.data.metadata['vocab_size'])
+
+  # -- Training -------------------------------------------------------------------
+
+  def loss_share(self, model, batch):
+    logits = model(batch, training=True)
+    xent = smoothed_cross_entropy(logits, batch['targets'],
+                                  self.label_smoothing)
+    weights = tf.cast(batch['targets_segmentation'] > 0, tf.float32)
+    share = (losses.share_of_replica_mean if self.token_mean == 'replica'
+             else losses.share_of_global_mean)
+    return share(xent, weights), {}
+
+  # -- Evaluation -----------------------------------------------------------------
+
+  def translate(self, model, inputs):
+    """Decoded ids [batch, source length + extra_decode_length] of sources
+    [batch, source length] (EOS-terminated, zero-padded)."""
+    batch = inputs.shape[0] or tf.shape(inputs)[0]  # None when serving.
+    max_length = inputs.shape[1] + self.extra_decode_length
+    state = model.start_decoding(inputs, max_length)
+    if self.decoder == 'greedy':
+      return beam_search.greedy(model.decode_step, state, batch=batch,
+                                max_length=max_length,
+                                eos_id=subwords.EOS_ID,
+                                start_id=subwords.PAD_ID)
+    state = tf.nest.map_structure(
+        lambda t: tf.repeat(t, self.beam_size, axis=0), state)
+    ids, _ = beam_search.beam_search(
+        model.decode_step, state, batch=batch, beam_size=self.beam_size,
+        max_length=max_length, vocab_size=model.vocab_size,
+        alpha=self.length_penalty, eos_id=subwords.EOS_ID,
+        start_id=subwords.PAD_ID)
+    return ids
+
+  def eval_sums(self, model, batch) -> dict:
+    del model
+    return {'examples': tf.reduce_sum(batch['mask'])}
+
+  def eval_outputs(self, model, batch) -> dict:
+    return {'ids': self.translate(model, batch['inputs']),
+            'index': batch['index'], 'mask': batch['mask']}
+
+  def host_metric(self) -> bleu.BleuMetric:
+    return bleu.BleuMetric(
+        vocab=subwords.SubwordVocab.load(self.data.vocab_file),
+        references=self.data.references())
+
+  @staticmethod
+  def quality(metrics: dict) -> float:
+    return float(metrics['bleu'])
+
+  # -- MLPerf ---------------------------------------------------------------------
+
+  def mlperf_params(self, *, per_replica_batch_size: int,
+                    num_replicas: int) -> dict:
+    del per_replica_batch_size, num_replicas
+    return {'max_sequence_length': mlperf_log.Logged(
+        self.data.max_length, {'method': 'discard'})}
+
+  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
+    return round(step / self.data.steps_per_epoch(global_batch_size), 4)
+
+  def explain_input_error(self, error: Exception) -> str | None:
+    return records.explain_data_loss(
+        error, (self.data.train_files, self.data.eval_files))
+
+  # -- Export -------------------------------------------------------
+
+  def serving_fn(self, model):
+    """Source ids [batch, eval length] -> translated ids."""
+    length = self.data.eval_length
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, length], tf.int32, name='inputs')])
+    def serve(inputs):
+      return {'ids': self.translate(model, inputs)}
+
+    return serve
