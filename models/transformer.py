@@ -30,6 +30,7 @@ logits' cross-entropy in float32), as Google's `use_bf16_activations`.
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from models import layers
@@ -81,9 +82,14 @@ def positions_signal(positions, dim: int):
   PositionalEmbeddingLayer: sin of every timescale, then cos)."""
   half = dim // 2
   increment = math.log(1e4) / max(half - 1, 1)
-  inv_timescales = tf.exp(tf.range(half, dtype=tf.float32) * -increment)
-  scaled = tf.cast(positions, tf.float32)[..., None] * inv_timescales
-  return tf.concat([tf.sin(scaled), tf.cos(scaled)], axis=-1)
+  inv_timescales = np.exp(np.arange(half, dtype=np.float32) * -increment)
+  # Both halves elementwise from one full-width constant: a concat of the
+  # halves is laid out wrongly by DTensor when the sum it feeds is split
+  # over the model dimension.
+  scaled = tf.cast(positions, tf.float32)[..., None] * tf.constant(
+      np.tile(inv_timescales, 2))
+  return tf.where(tf.constant(np.arange(dim) < half), tf.sin(scaled),
+                  tf.cos(scaled))
 
 
 def attention_bias(query_segments, key_segments, causal: bool = False):
@@ -96,7 +102,8 @@ def attention_bias(query_segments, key_segments, causal: bool = False):
     q, k = tf.shape(query_segments)[1], tf.shape(key_segments)[1]
     allowed = tf.logical_and(
         allowed, tf.range(k)[None, None, :] <= tf.range(q)[None, :, None])
-  return tf.where(allowed, 0.0, _MASKED)[:, None]
+  # expand_dims, not [:, None]: DTensor (TF 2.21) crashes on the latter here.
+  return tf.expand_dims(tf.where(allowed, 0.0, _MASKED), 1)
 
 
 def shift_right(targets):
@@ -190,15 +197,16 @@ class Transformer(tf.Module):
     x += tf.cast(positions_signal(positions, self.model_dim), self.dtype)
     return self._dropout(x, training)
 
+  # Static lengths and -1 for the batch: DTensor reshapes a batch-sharded
+  # tensor wrongly when given its (global) dynamic shape.
   def _split(self, t):  # [b, s, d] -> [b, heads, s, d / heads]
-    b, s = tf.shape(t)[0], tf.shape(t)[1]
     return tf.transpose(tf.reshape(
-        t, [b, s, self.num_heads, self.model_dim // self.num_heads]),
+        t, [-1, t.shape[1], self.num_heads, self.model_dim // self.num_heads]),
                         [0, 2, 1, 3])
 
   def _merge(self, t):  # [b, heads, s, dh] -> [b, s, d]
-    b, s = tf.shape(t)[0], tf.shape(t)[2]
-    return tf.reshape(tf.transpose(t, [0, 2, 1, 3]), [b, s, self.model_dim])
+    return tf.reshape(tf.transpose(t, [0, 2, 1, 3]),
+                      [-1, t.shape[2], self.model_dim])
 
   def _attend(self, w, prefix, q, k, v, bias, training):
     """Heads q, k, v [b, heads, *, dh] -> the output projection [b, t, d]."""

@@ -154,7 +154,11 @@ class TransformerTask:
         self.data.max_length, {'method': 'discard'})}
 
   def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
-    return round(step / self.data.steps_per_epoch(global_batch_size), 4)
+    """Epochs of a whole number of steps, as Google's v0.7 logs count them
+    (566,340 rows / 2048 = 276.5: an epoch is 277 steps, eval after the
+    first logs epoch_num 1)."""
+    steps = max(1, round(self.data.steps_per_epoch(global_batch_size)))
+    return round(step / steps, 4)
 
   def explain_input_error(self, error: Exception) -> str | None:
     return records.explain_data_loss(

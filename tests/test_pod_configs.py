@@ -7,6 +7,8 @@ builds the task, optimizer and schedule exactly as train.py does, and the
 runtime's own mlperf_log.hyperparameters() gives the logged keys.
 """
 
+import json
+
 import gin
 import numpy as np
 import pytest
@@ -38,10 +40,29 @@ GOOGLE_BERT = {
 }
 
 
-def pod_hyperparameters(gin_file, num_eval_examples, build_model=False):
+GOOGLE_TRANSFORMER = {  # Google/results/tpu-v3-8192-TF/transformer.
+    'global_batch_size': 2048, 'max_sequence_length': 80, 'opt_name': 'adam',
+    'opt_base_learning_rate': 1.875, 'opt_learning_rate_warmup_steps': 831,
+    'opt_adam_beta_1': 0.88, 'opt_adam_beta_2': 0.92,
+    'opt_adam_epsilon': 1e-09, 'train_samples': 566340, 'eval_samples': 3003,
+}
+
+
+@pytest.fixture
+def wmt_metadata(tmp_path):
+  """A DATA_DIR holding only the metadata.json that tools/
+  build_translation_data.py writes for WMT14 en-de at MLPerf's lengths."""
+  (tmp_path / 'metadata.json').write_text(json.dumps({
+      'vocab_size': 33708, 'max_length': 80, 'packed_length': 256,
+      'eval_length': 97, 'train_rows': 566340, 'eval_pairs': 3003}))
+  return str(tmp_path)
+
+
+def pod_hyperparameters(gin_file, num_eval_examples, build_model=False,
+                        data_dir='/nowhere'):
   gin.clear_config()
   try:
-    gin_setup.parse([gin_file], ["DATA_DIR = '/nowhere'",
+    gin_setup.parse([gin_file], [f"DATA_DIR = '{data_dir}'",
                                  "INIT_CHECKPOINT = ''"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     optimizer = gin.query_parameter(
@@ -73,6 +94,34 @@ def test_pod_config_logs_googles_values(gin_file, eval_examples, build_model,
   for key, value in google.items():
     assert key in logged, key
     assert logged[key] == pytest.approx(value), (key, logged[key], value)
+
+
+def test_transformer_pod_config_logs_googles_values(wmt_metadata):
+  logged, lr = pod_hyperparameters('gin/transformer_pod.gin', 3003,
+                                    data_dir=wmt_metadata)
+  for key, value in GOOGLE_TRANSFORMER.items():
+    value_logged = logged[key]
+    if isinstance(value_logged, mlperf_log.Logged):
+      assert value_logged.metadata == {'method': 'discard'}
+      value_logged = value_logged.value
+    assert value_logged == pytest.approx(value), (key, value_logged, value)
+  # Lingvo's TransformerMLPerfSchedule with model_dim 1024.
+  for step in (0, 100, 831, 2770):
+    assert float(lr(step)) == pytest.approx(
+        1.875 * 1024**-0.5 * min(1, step / 831) / max(step, 831)**0.5,
+        rel=1e-6)
+  gin.clear_config()
+  try:
+    gin_setup.parse(['gin/transformer_pod.gin'],
+                    [f"DATA_DIR = '{wmt_metadata}'"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    assert task.build_model().model_dim == 1024
+    assert gin.query_parameter('%MESH_SHAPE') == (2048, 4)
+  finally:
+    gin.clear_config()
+  # Google's result_0.txt: eval epoch_num 1, 2, ... after each 277 steps.
+  assert [task.mlperf_epoch_num(s, 2048) for s in (277, 554, 1662)] == [
+      1.0, 2.0, 6.0]
 
 
 def numpy_google_lars(step, *, base=24.699, end=1e-4, warmup_epochs=31,

@@ -1,4 +1,5 @@
-"""TF Model Garden's ResNet-50 or BERT-base training step, timed on request.
+"""TF Model Garden's ResNet-50, BERT-base or Transformer-base training step,
+timed on request.
 
 Runs in Model Garden's own environment (requirements-garden.txt: TF 2.20,
 tf-models-official 2.20.0, legacy Keras), never in ours; it imports nothing
@@ -58,6 +59,34 @@ def _experiment(model_name: str, batch: int):
       'next_sentence_labels': ids([batch, 1], 2)}
 
 
+def _translation(batch: int, dtype: str):
+  """Model Garden's translation task, model and optimizer, one batch."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import base_task  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.modeling import optimization  # pylint: disable=g-import-not-at-top
+  from official.modeling import performance  # pylint: disable=g-import-not-at-top
+  from official.nlp.configs import wmt_transformer_experiments  # pylint: disable=g-import-not-at-top,unused-import
+  from official.nlp.tasks import translation  # pylint: disable=g-import-not-at-top
+
+  class Task(translation.TranslationTask):
+    def __init__(self, params):  # pylint: disable=super-init-not-called
+      base_task.Task.__init__(self, params)
+      self._vocab_size, self._eos_id = 33708, 1
+      self._sentencepiece_model_path = ''
+
+  config = exp_factory.get_exp_config('wmt_transformer/large')
+  config.task.model = translation.ModelConfig()  # Transformer-base.
+  config.runtime.mixed_precision_dtype = dtype
+  performance.set_mixed_precision_policy(dtype)
+  task = Task(config.task)
+  model = task.build_model()
+  factory = optimization.OptimizerFactory(config.trainer.optimizer_config)
+  optimizer = factory.build_optimizer(factory.build_learning_rate())
+  ids = lambda: tf.random.uniform([batch, 64], 3, 33708, tf.int32)
+  return task, model, optimizer, {'inputs': ids(), 'targets': ids()}
+
+
 def build(model_name: str, dtype: str, batch: int, xla: bool):
   """Model Garden's train loop over a synthetic dataset."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -65,15 +94,19 @@ def build(model_name: str, dtype: str, batch: int, xla: bool):
   from official.modeling import optimization  # pylint: disable=g-import-not-at-top
   from official.modeling import performance  # pylint: disable=g-import-not-at-top
 
-  config, element = _experiment(model_name, batch)
-  config.task.train_data.global_batch_size = batch
-  config.runtime.mixed_precision_dtype = dtype
-  performance.set_mixed_precision_policy(dtype)
-  task = task_factory.get_task(config.task)
-  model = task.build_model()
-  factory = optimization.OptimizerFactory(config.trainer.optimizer_config)
-  optimizer = factory.build_optimizer(factory.build_learning_rate())
-  metrics = task.build_metrics(training=True)
+  if model_name == 'transformer_base':
+    task, model, optimizer, element = _translation(batch, dtype)
+    metrics = None
+  else:
+    config, element = _experiment(model_name, batch)
+    config.task.train_data.global_batch_size = batch
+    config.runtime.mixed_precision_dtype = dtype
+    performance.set_mixed_precision_policy(dtype)
+    task = task_factory.get_task(config.task)
+    model = task.build_model()
+    factory = optimization.OptimizerFactory(config.trainer.optimizer_config)
+    optimizer = factory.build_optimizer(factory.build_learning_rate())
+    metrics = task.build_metrics(training=True)
   iterator = iter(tf.data.Dataset.from_tensors(element).repeat())
 
   # With XLA, the step is compiled and the loop around it is not (the
@@ -93,7 +126,7 @@ def build(model_name: str, dtype: str, batch: int, xla: bool):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--model', default='resnet50',
-                      choices=('resnet50', 'bert_base'))
+                      choices=('resnet50', 'bert_base', 'transformer_base'))
   parser.add_argument('--xla', action='store_true')
   parser.add_argument('--dtype', default='float32')
   parser.add_argument('--batch', type=int, default=8)

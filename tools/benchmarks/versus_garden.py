@@ -1,4 +1,5 @@
-"""Benchmark: our ResNet-50 and BERT-base training steps vs TF Model Garden's.
+"""Benchmark: our ResNet-50, BERT-base and Transformer-base training steps vs
+TF Model Garden's.
 
   make garden_venv   # once: .venv-garden with requirements-garden.txt
   python -m tools.benchmarks.versus_garden [--rounds=5] [--steps=2]
@@ -12,7 +13,10 @@ asks each worker to time as many of its own. Same model, batch, precision
 and optimizer; synthetic inputs from a tf.data iterator on all sides:
 - ResNet-50 v1.5, 224x224, 1000 classes, SGD momentum with L2 weight decay
   in the loss;
-- BERT-base (12 x 768, seq 128, 20 predictions, dropout 0.1) with LAMB.
+- BERT-base (12 x 768, seq 128, 20 predictions, dropout 0.1) with LAMB;
+- Transformer-base (6 + 6 x 512, 8 heads, 2048, vocabulary 33,708, 64
+  source and 64 target ids, dropout and label smoothing 0.1) with Adam
+  (Model Garden's `official.nlp.tasks.translation` task and model).
 Prints the medians and our speed-up over the faster Model Garden variant.
 """
 
@@ -26,6 +30,7 @@ from absl import flags
 
 from tools.benchmarks import bert_step
 from tools.benchmarks import resnet_step
+from tools.benchmarks import transformer_step
 from training import optimizers
 
 FLAGS = flags.FLAGS
@@ -68,10 +73,12 @@ class Garden:
 def ours(model: str, dtype: str, batch: int, steps: int):
   """A callable running `steps` steps of our train loop, compiled: SGD
   momentum for ResNet-50 (Model Garden's `resnet_imagenet` optimizer), LAMB
-  for BERT."""
+  for BERT, Adam for the Transformer."""
   if model == 'resnet50':
     run, _ = resnet_step.ours(dtype, batch, steps,
                               optimizer=optimizers.SgdMomentum)
+  elif model == 'transformer_base':
+    run, _ = transformer_step.ours(dtype, batch, steps)
   else:
     run, _ = bert_step.ours(dtype, batch, steps)
   run()  # Compile.
