@@ -123,6 +123,7 @@ class Bert(tf.Module):
     self.vocab_size = vocab_size
     self.max_position_embeddings = max_position_embeddings
     self.dropout_rate = dropout_rate
+    self._drop = layers.Dropout(dropout_rate, seed)
     self.dtype = layers.compute_dtype(compute_dtype)
     self.head_dtype = tf.float32 if float32_heads else self.dtype
     self._seed, self._counter, self._range = seed, 0, initializer_range
@@ -176,9 +177,7 @@ class Bert(tf.Module):
   # -- Forward ------------------------------------------------------------------
 
   def _dropout(self, x, training):
-    if not training or not self.dropout_rate:
-      return x
-    return tf.nn.dropout(x, rate=self.dropout_rate)
+    return self._drop(x, training)
 
   def encode(self, input_ids, input_mask, segment_ids, *, training: bool):
     """Sequence output [batch, seq, hidden] (compute dtype) and pooled output."""

@@ -13,6 +13,27 @@ from distribution import replica_groups
 DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
 
 
+class Dropout:
+  """Dropout whose masks follow the model's seed.
+
+  Every call site traced gets its own op seed (seed x 100003 + the count of
+  sites traced so far; replicas trace in turn, so theirs differ too). With
+  op seeds, random ops are allowed under op determinism (DETERMINISTIC,
+  which a mesh needs) and a run's masks repeat from run to run.
+  """
+
+  def __init__(self, rate: float, seed: int):
+    self.rate, self.seed = rate, seed
+    self._sites = 0
+
+  def __call__(self, x, training: bool):
+    if not training or not self.rate:
+      return x
+    self._sites += 1
+    return tf.nn.dropout(x, rate=self.rate,
+                         seed=self.seed * 100003 + self._sites)
+
+
 def compute_dtype(name: str) -> tf.DType:
   if name not in DTYPES:
     raise ValueError(f'`compute_dtype` must be one of {sorted(DTYPES)}, got '

@@ -140,6 +140,7 @@ class Transformer(tf.Module):
       raise ValueError(f'model_dim ({self.model_dim}) must be even and a '
                        f'multiple of num_heads ({self.num_heads}).')
     self.vocab_size, self.dropout_rate = vocab_size, dropout_rate
+    self._drop = layers.Dropout(dropout_rate, seed)
     self.dtype = layers.compute_dtype(compute_dtype)
     self._seed, self._counter = seed, 0
     self.params = {}
@@ -187,9 +188,7 @@ class Transformer(tf.Module):
   # -- Pieces -------------------------------------------------------------------
 
   def _dropout(self, x, training):
-    if not training or not self.dropout_rate:
-      return x
-    return tf.nn.dropout(x, rate=self.dropout_rate)
+    return self._drop(x, training)
 
   def _embed(self, w, ids, positions, training):
     x = tf.gather(w['shared_embedding'], ids) * tf.cast(
