@@ -101,21 +101,11 @@ class BertPretrainingInput:
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     if self.synthetic:
       return self._synthetic(batch)
-    replicas_per_host = (input_context.num_replicas_in_sync //
-                         input_context.num_input_pipelines)
-    files = records.list_files(self.train_files)
-
-    def one_epoch(epoch):
-      """Epoch `epoch`: its file order and record order from (seed, epoch)."""
-      seed = records.epoch_seed(self.seed, epoch)
-      return records.host_records(
-          files, input_context, cycle_length=self.cycle_length,
-          deterministic=self.deterministic, shuffle_seed=seed).shuffle(
-              self.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
-
-    ds = records.epochs(
-        one_epoch, start_record=start_step * batch * replicas_per_host,
-        count_records=lambda: records.host_record_count(files, input_context))
+    ds = records.shuffled_epochs(
+        records.list_files(self.train_files), input_context, seed=self.seed,
+        start_step=start_step, per_replica_batch=batch,
+        shuffle_buffer=self.shuffle_buffer, cycle_length=self.cycle_length,
+        deterministic=self.deterministic)
     ds = ds.map(lambda epoch, index, raw: self._parse(raw),
                 num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
@@ -148,8 +138,6 @@ class BertPretrainingInput:
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     if self.synthetic:
       return self._synthetic(batch)
-    replicas_per_host = (input_context.num_replicas_in_sync //
-                         input_context.num_input_pipelines)
     files = records.list_files(self.eval_files)
     ds = tf.data.TFRecordDataset(files).take(self.num_eval_examples())
     ds = ds.shard(input_context.num_input_pipelines,
@@ -158,12 +146,9 @@ class BertPretrainingInput:
     padding = {k: tf.zeros(spec.shape, tf.float32 if spec.dtype == tf.float32
                            else tf.int32) for k, spec in self.features.items()}
     padding['mask'] = tf.constant(0.0)
-    ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
-    ds = ds.take(steps * batch * replicas_per_host)
-    ds = ds.batch(batch, drop_remainder=True)
-    if cache:
-      ds = ds.cache()
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options(True))
+    return records.padded_eval_batches(ds, padding, input_context,
+                                       per_replica_batch=batch, steps=steps,
+                                       cache=cache)
 
   def _synthetic(self, batch: int):
     rng = np.random.default_rng(self.seed)

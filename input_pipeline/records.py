@@ -219,3 +219,49 @@ def epochs(one_epoch, *, start_record: int, count_records) -> tf.data.Dataset:
       lambda e: one_epoch(e).enumerate().map(
           lambda i, record: (e, i, record)))
   return ds.skip(offset)
+
+
+def shuffled_epochs(files: list[str],
+                    input_context: tf.distribute.InputContext, *,
+                    seed: int, start_step: int, per_replica_batch: int,
+                    shuffle_buffer: int, cycle_length: int,
+                    deterministic: bool) -> tf.data.Dataset:
+  """This pipeline's training records, endless epochs positioned at training
+  step `start_step`: epoch e's file and record order from (seed, e) only.
+
+  Returns:
+    `epochs`' (epoch, index, record) elements.
+  """
+  replicas_per_host = (input_context.num_replicas_in_sync //
+                       input_context.num_input_pipelines)
+
+  def one_epoch(epoch):
+    epoch_shuffle = epoch_seed(seed, epoch)
+    return host_records(
+        files, input_context, cycle_length=cycle_length,
+        deterministic=deterministic, shuffle_seed=epoch_shuffle).shuffle(
+            shuffle_buffer, seed=epoch_shuffle, reshuffle_each_iteration=False)
+
+  return epochs(
+      one_epoch,
+      start_record=start_step * per_replica_batch * replicas_per_host,
+      count_records=lambda: host_record_count(files, input_context))
+
+
+def padded_eval_batches(ds: tf.data.Dataset, padding: dict,
+                        input_context: tf.distribute.InputContext, *,
+                        per_replica_batch: int, steps: int,
+                        cache: bool) -> tf.data.Dataset:
+  """This pipeline's eval examples then `padding` (mask 0), cut to exactly
+  `steps` batches for each of its replicas, in order; with `cache`, kept in
+  memory after the first pass."""
+  replicas_per_host = (input_context.num_replicas_in_sync //
+                       input_context.num_input_pipelines)
+  ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
+  ds = ds.take(steps * per_replica_batch * replicas_per_host)
+  ds = ds.batch(per_replica_batch, drop_remainder=True)
+  if cache:
+    ds = ds.cache()
+  options = tf.data.Options()
+  options.deterministic = True
+  return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -114,21 +114,12 @@ class TranslationInput:
                     global_batch_size: int, start_step: int = 0):
     """Per-replica batches of packed rows, positioned at `start_step`."""
     batch = input_context.get_per_replica_batch_size(global_batch_size)
-    replicas_per_host = (input_context.num_replicas_in_sync //
-                         input_context.num_input_pipelines)
-    files = records.list_files(self.train_files)
     features = self._train_features()
-
-    def one_epoch(epoch):
-      seed = records.epoch_seed(self.seed, epoch)
-      return records.host_records(
-          files, input_context, cycle_length=self.cycle_length,
-          deterministic=self.deterministic, shuffle_seed=seed).shuffle(
-              self.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
-
-    ds = records.epochs(
-        one_epoch, start_record=start_step * batch * replicas_per_host,
-        count_records=lambda: records.host_record_count(files, input_context))
+    ds = records.shuffled_epochs(
+        records.list_files(self.train_files), input_context, seed=self.seed,
+        start_step=start_step, per_replica_batch=batch,
+        shuffle_buffer=self.shuffle_buffer, cycle_length=self.cycle_length,
+        deterministic=self.deterministic)
     ds = ds.map(lambda epoch, index, raw: self._parse(raw, features),
                 num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
@@ -146,8 +137,6 @@ class TranslationInput:
                    global_batch_size: int, steps: int, cache: bool = True):
     """Exactly `steps` batches per replica; padding has mask 0, index -1."""
     batch = input_context.get_per_replica_batch_size(global_batch_size)
-    replicas_per_host = (input_context.num_replicas_in_sync //
-                         input_context.num_input_pipelines)
     files = records.list_files(self.eval_files)
     features = self._eval_features()
     ds = tf.data.TFRecordDataset(files)
@@ -158,12 +147,9 @@ class TranslationInput:
                            'mask': tf.constant(1.0)})
     padding = {'inputs': tf.zeros([self.eval_length], tf.int32),
                'index': tf.constant(-1, tf.int32), 'mask': tf.constant(0.0)}
-    ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat())
-    ds = ds.take(steps * batch * replicas_per_host)
-    ds = ds.batch(batch, drop_remainder=True)
-    if cache:
-      ds = ds.cache()
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options(True))
+    return records.padded_eval_batches(ds, padding, input_context,
+                                       per_replica_batch=batch, steps=steps,
+                                       cache=cache)
 
   def references(self) -> list[str]:
     """The eval targets, by index."""

@@ -297,3 +297,21 @@ def test_beam_search_algorithm_on_a_table_language_model():
   assert got[0.6] != got[0.0] and got[0.6] != greedy
   lengths = {row.index(1) if 1 in row else length for row in got[0.6]}
   assert len(lengths) >= 4
+
+
+def test_exported_translator_decodes_as_the_task_does(tmp_path):
+  import types
+  from training import export
+  model = varied_tiny()
+  task = transformer_task.TransformerTask(
+      model=None, data=types.SimpleNamespace(eval_length=6),
+      extra_decode_length=2)
+  export.save_serving(model, task, str(tmp_path / 'mt'))
+  serve = tf.saved_model.load(str(tmp_path / 'mt')).signatures[
+      'serving_default']
+  sources = tf.constant([[7, 3, 9, 1, 0, 0], [4, 1, 0, 0, 0, 0],
+                         [5, 6, 8, 2, 1, 0]], tf.int32)
+  want = task.translate(model, sources).numpy()
+  np.testing.assert_array_equal(serve(inputs=sources)['ids'], want)
+  # Any batch size: the signature's batch dimension is dynamic.
+  np.testing.assert_array_equal(serve(inputs=sources[1:2])['ids'], want[1:2])
