@@ -174,6 +174,12 @@ def check_mesh_options(*, distribution, gradients, weight_update_sharding,
         'MESH_SHAPE needs DETERMINISTIC = True: every device of the mesh '
         'reads its own copy of the input pipeline, and the copies must read '
         'the examples in one order.')
+  if distribution.kind == 'tpu':
+    raise ValueError(
+        'MESH_SHAPE on a TPU is not supported yet: the mesh runs on CPU and '
+        'GPU processes (distribution/mesh.py). On a pod, set MESH_SHAPE = () '
+        'and train data parallel (GLOBAL_BATCH_SIZE a multiple of the TPU '
+        'cores).')
   if distribution.kind not in ('default', 'multi_worker'):
     raise ValueError(
         f'MESH_SHAPE runs one program over the mesh, but the distribution '

@@ -4,13 +4,15 @@ The runtime sums every replica's gradients of its share (one all-reduce SUM).
 What a share means is the task's choice, made with one of the helpers:
 
 - `share_of_global_mean`: the loss is a mean over everything all replicas hold
-  (examples for ResNet; later target tokens for the Transformer, matched
-  anchors for SSD). Each replica contributes sum(values x weights) / (the
-  weights summed over all replicas), so the summed gradient is the global
-  mean's gradient whatever the replicas' shares of the weight.
+  (examples for ResNet; target tokens for the Transformer's 'global' token
+  mean; later matched anchors for SSD). Each replica contributes
+  sum(values x weights) / (the weights summed over all replicas), so the
+  summed gradient is the global mean's gradient whatever the replicas'
+  shares of the weight.
 - `share_of_replica_mean`: each replica's loss is the mean over its own
   examples; the share is that mean divided by the replica count, so the
-  summed gradient is the average of the replicas' own-mean gradients.
+  summed gradient is the average of the replicas' own-mean gradients
+  (Google's v0.7 Transformer: each core's token mean).
 - `replica_mean_summed`: the share is the replica's own mean itself, so the
   optimizer receives the *sum* of the replicas' own-mean gradients. This is
   Google's MLPerf v0.7 BERT: each core's loss is its own mean, each core

@@ -179,6 +179,8 @@ def test_options_a_mesh_cannot_honour_are_named():
   for change, message in (
       (dict(distribution=strategies.StrategyConfig(kind='mirrored')),
        "distribution kind is 'mirrored'"),
+      (dict(distribution=strategies.StrategyConfig(kind='tpu')),
+       'MESH_SHAPE on a TPU is not supported yet'),
       (dict(gradients=step_lib.GradientOptions(
           clip_norm=1.0, clip_before_allreduce=True)),
        'clip_before_allreduce clips each replica'),
