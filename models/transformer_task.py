@@ -164,7 +164,7 @@ class TransformerTask:
     return records.explain_data_loss(
         error, (self.data.train_files, self.data.eval_files))
 
-  # -- Export -------------------------------------------------------
+  # -- Export ---------------------------------------------------------------------
 
   def serving_fn(self, model):
     """Source ids [batch, eval length] -> translated ids."""

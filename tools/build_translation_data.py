@@ -37,6 +37,7 @@ and kept in metadata.json). Every output file appears whole or not at all.
 import json
 import os
 import random
+import sys
 import zlib
 
 from absl import app
@@ -273,10 +274,12 @@ def main(argv):
 
 
 def run(argv):
+  """Bad input is one line on stderr and exit code 2."""
   try:
     main(argv)
   except (ValueError, FileNotFoundError) as e:
-    raise app.UsageError(str(e).splitlines()[0]) from e
+    print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == '__main__':

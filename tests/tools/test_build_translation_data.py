@@ -26,8 +26,9 @@ def test_misaligned_files_name_both_counts_and_write_nothing(tmp_path):
                     f'--train_target={tmp_path}/a.de',
                     f'--eval_source={tmp_path}/a.en',
                     f'--eval_target={tmp_path}/a.de')
-  assert result.returncode != 0
-  assert 'a.en has 3 lines but' in result.stderr
+  assert result.returncode == 2
+  error = [l for l in result.stderr.splitlines() if l.startswith('error:')]
+  assert len(error) == 1 and 'a.en has 3 lines but' in error[0]
   assert 'a.de has 2' in result.stderr
   assert not out.exists()
 
