@@ -143,10 +143,7 @@ class SubwordVocab:
     flat = [w for ws in split for w in ws]
     if not flat:
       return [np.zeros([0], np.int64) for _ in texts]
-    ids = self._wordpiece().tokenize(tf.constant(flat))
-    per_word = [row for row in ids.numpy()] if hasattr(ids, 'numpy') else None
-    if per_word is None:
-      per_word = ids.to_list()
+    per_word = self._wordpiece().tokenize(tf.constant(flat)).to_list()
     out, k = [], 0
     for ws in split:
       pieces = per_word[k:k + len(ws)]

@@ -6,10 +6,10 @@ import re
 import pytest
 import tensorflow as tf
 
+from input_pipeline import subwords
 from input_pipeline.translation import TranslationInput
 from models import bleu
 from models import transformer_task
-from input_pipeline import subwords
 from tests import helpers
 
 
