@@ -40,6 +40,7 @@ class TranslationInput:
     self.shuffle_buffer, self.cycle_length = shuffle_buffer, min(cycle_length, 8)
     self.deterministic, self.seed = deterministic, seed
     self._metadata = None
+    self._vocab = None
 
   @property
   def metadata(self) -> dict:
@@ -53,6 +54,13 @@ class TranslationInput:
       with tf.io.gfile.GFile(path) as f:
         self._metadata = json.load(f)
     return self._metadata
+
+  @property
+  def vocab(self) -> subwords.SubwordVocab:
+    """The data's vocabulary, read once."""
+    if self._vocab is None:
+      self._vocab = subwords.SubwordVocab.load(self.vocab_file)
+    return self._vocab
 
   @property
   def num_train_examples(self) -> int:
@@ -88,10 +96,9 @@ class TranslationInput:
       files = records.list_files(pattern)
       records.check_record_files(files)
       records.check_features(files[0], features, fix=fix)
-    vocab = subwords.SubwordVocab.load(self.vocab_file)
-    if len(vocab) != self.metadata['vocab_size']:
+    if len(self.vocab) != self.metadata['vocab_size']:
       raise ValueError(
-          f'{self.vocab_file} has {len(vocab)} pieces but metadata.json says '
+          f'{self.vocab_file} has {len(self.vocab)} pieces but metadata.json says '
           f'{self.metadata["vocab_size"]}: the data and vocabulary are from '
           'different builds. ' + fix)
     if not tf.io.gfile.exists(self.references_file):

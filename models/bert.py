@@ -176,9 +176,6 @@ class Bert(tf.Module):
 
   # -- Forward ------------------------------------------------------------------
 
-  def _dropout(self, x, training):
-    return self._drop(x, training)
-
   def encode(self, input_ids, input_mask, segment_ids, *, training: bool):
     """Sequence output [batch, seq, hidden] (compute dtype) and pooled output."""
     w = {k: tf.cast(v, self.dtype) if k.endswith('/kernel') else v
@@ -189,7 +186,7 @@ class Bert(tf.Module):
          w['bert/embeddings/position_embeddings'][:seq_len])
     x = layer_norm(x, w['bert/embeddings/LayerNorm/gamma'],
                    w['bert/embeddings/LayerNorm/beta'])
-    x = tf.cast(self._dropout(x, training), self.dtype)
+    x = tf.cast(self._drop(x, training), self.dtype)
     # Additive mask, [batch, 1, 1, seq]: -10000 on padding, as the reference.
     mask = (1.0 - tf.cast(input_mask, tf.float32)[:, None, None, :]) * -10000.0
     heads, head_size = self.num_heads, self.hidden_size // self.num_heads
@@ -208,15 +205,15 @@ class Bert(tf.Module):
       v = split(dense(x, f'{p}/attention/self/value'))
       scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(head_size))
       probs = tf.nn.softmax(tf.cast(scores, tf.float32) + mask)
-      probs = tf.cast(self._dropout(probs, training), self.dtype)
+      probs = tf.cast(self._drop(probs, training), self.dtype)
       context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]),
                            [-1, seq_len, self.hidden_size])
-      attention = self._dropout(dense(context, f'{p}/attention/output/dense'),
+      attention = self._drop(dense(context, f'{p}/attention/output/dense'),
                                 training)
       x = layer_norm(x + attention, w[f'{p}/attention/output/LayerNorm/gamma'],
                      w[f'{p}/attention/output/LayerNorm/beta'])
       inner = gelu(dense(x, f'{p}/intermediate/dense'))
-      out = self._dropout(dense(inner, f'{p}/output/dense'), training)
+      out = self._drop(dense(inner, f'{p}/output/dense'), training)
       x = layer_norm(x + out, w[f'{p}/output/LayerNorm/gamma'],
                      w[f'{p}/output/LayerNorm/beta'])
     pooled = tf.tanh(dense(x[:, 0], 'bert/pooler/dense'))

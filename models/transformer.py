@@ -187,14 +187,11 @@ class Transformer(tf.Module):
 
   # -- Pieces -------------------------------------------------------------------
 
-  def _dropout(self, x, training):
-    return self._drop(x, training)
-
   def _embed(self, w, ids, positions, training):
     x = tf.gather(w['shared_embedding'], ids) * tf.cast(
         math.sqrt(self.model_dim), self.dtype)
     x += tf.cast(positions_signal(positions, self.model_dim), self.dtype)
-    return self._dropout(x, training)
+    return self._drop(x, training)
 
   # Static lengths and -1 for the batch: DTensor reshapes a batch-sharded
   # tensor wrongly when given its (global) dynamic shape.
@@ -211,7 +208,7 @@ class Transformer(tf.Module):
     """Heads q, k, v [b, heads, *, dh] -> the output projection [b, t, d]."""
     scores = tf.matmul(q, k, transpose_b=True)
     probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias)
-    probs = tf.cast(self._dropout(probs, training), self.dtype)
+    probs = tf.cast(self._drop(probs, training), self.dtype)
     return project(self._merge(tf.matmul(probs, v)),
                    w[f'{prefix}/attention/output/kernel'])
 
@@ -230,14 +227,14 @@ class Transformer(tf.Module):
     k, v = self._keys_values(w, prefix, y if source is None else source)
     out = self._attend(w, prefix, self._query(w, prefix, y), k, v, bias,
                        training)
-    return x + self._dropout(out, training)
+    return x + self._drop(out, training)
 
   def _feed_forward(self, w, prefix, x, training):
     p = f'{prefix}/feed_forward'
     y = layer_norm(x, w[f'{p}/LayerNorm/gamma'], w[f'{p}/LayerNorm/beta'])
-    inner = self._dropout(tf.nn.relu(project(y, w[f'{p}/inner/kernel'])),
+    inner = self._drop(tf.nn.relu(project(y, w[f'{p}/inner/kernel'])),
                           training)
-    return x + self._dropout(project(inner, w[f'{p}/outer/kernel']), training)
+    return x + self._drop(project(inner, w[f'{p}/outer/kernel']), training)
 
   # -- Forward ------------------------------------------------------------------
 

@@ -138,7 +138,7 @@ class TransformerTask:
 
   def host_metric(self) -> bleu.BleuMetric:
     return bleu.BleuMetric(
-        vocab=subwords.SubwordVocab.load(self.data.vocab_file),
+        vocab=self.data.vocab,
         references=self.data.references())
 
   @staticmethod
