@@ -17,8 +17,10 @@ actions, and hand them to the Controller, which restores, compiles, loops,
 evaluates and saves (docs/architecture.md traces it file by file).
 """
 
+import dataclasses
 import os
 import sys
+import traceback
 import uuid
 from typing import Callable, Sequence
 
@@ -29,6 +31,7 @@ import tensorflow as tf
 
 from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
+from distribution import tpu as tpu_lib
 from input_pipeline import spatial as spatial_input
 from tools import gin_setup
 from tools import staged_files
@@ -37,6 +40,7 @@ from training import checkpoints
 from training import controller as controller_lib
 from training import evaluator as evaluator_lib
 from training import events
+from training import exit_codes
 from training import mlperf_log
 from training import preemption
 from training import run_lock
@@ -134,8 +138,12 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     chief, worker_sum = partitioner.chief, partitioner.worker_sum
   else:
     dist = distribution.make()
+    distribution.check_replicas(dist.num_replicas_in_sync)
     chief = strategies.is_chief(dist)
     worker_sum = strategies.make_worker_sum(dist, tf.float64)
+  if distribution.kind == 'tpu':  # The log names the slice it ran on.
+    submission = dataclasses.replace(submission,
+                                     platform=distribution.platform)
   lock = lock_model_dir(model_dir, chief, worker_sum)
   try:
     mlperf = mlperf_log.MlperfLog(
@@ -394,10 +402,12 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
 # -- Command line ---------------------------------------------------------------
 
 
-# Errors whose message says what to do: printed as one line, exit code 2.
+# Errors whose message says what to do: printed as one line, exit code 2
+# (4 for an unreachable TPU). Anything else is a crash: traceback, exit 3.
+# The table of exit codes is training/exit_codes.py.
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
                FloatingPointError, run_lock.ModelDirInUse)
-EXIT_USER_ERROR = 2
+EXIT_USER_ERROR = exit_codes.USER_ERROR
 
 
 def experiment_files() -> list[str]:
@@ -417,8 +427,10 @@ def define_flags():
 
 
 def main(argv, sugar_bindings):
-  """The command line: a user error is one line on stderr and exit code 2
-  (--verbose shows the traceback)."""
+  """The command line: a user error is one line on stderr and exit code 2,
+  an unreachable TPU one line and 4 (--verbose shows their traceback); any
+  other error is a crash: its traceback and exit code 3, never 1 (which
+  means "budget used, target not reached")."""
   try:
     return run_command(argv, sugar_bindings)
   except USER_ERRORS as e:
@@ -426,7 +438,13 @@ def main(argv, sugar_bindings):
       raise
     lines = str(e).strip().splitlines() or [type(e).__name__]
     print(f'error: {lines[0]}', file=sys.stderr, flush=True)
-    return EXIT_USER_ERROR
+    return (exit_codes.NO_TPU if isinstance(e, tpu_lib.TpuUnavailable)
+            else EXIT_USER_ERROR)
+  except Exception:  # pylint: disable=broad-except
+    traceback.print_exc()
+    print(f'crashed (exit {exit_codes.CRASH}): the traceback above is the '
+          'cause; this run is not a result.', file=sys.stderr, flush=True)
+    return exit_codes.CRASH
 
 
 def run_command(argv, sugar_bindings):
@@ -448,8 +466,9 @@ def run_command(argv, sugar_bindings):
   staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),
              gin.operative_config_str())
   if result.preempted:
-    return preemption.EXIT_PREEMPTED
-  return 0 if result.status == 'success' else 1
+    return exit_codes.PREEMPTED
+  return (exit_codes.TARGET_REACHED if result.status == 'success' else
+          exit_codes.BUDGET_USED)
 
 
 if __name__ == '__main__':

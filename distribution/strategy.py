@@ -12,6 +12,7 @@ from typing import Protocol
 import tensorflow as tf
 
 from distribution import tpu as tpu_lib
+from distribution import tpu_slices
 
 KINDS = ('tpu', 'multi_worker', 'mirrored', 'one_device', 'default')
 
@@ -95,12 +96,12 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     try:
       tf.config.experimental_connect_to_cluster(resolver)
       tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (tf.errors.OpError, ValueError) as e:
-      first_line = str(e).splitlines()[0][:300]
-      raise RuntimeError(
-          f'Cannot reach or initialise the TPU --tpu={tpu!r}: {first_line}. '
-          'Check that this VM can reach it and that requirements-tpu.txt is '
-          f'installed. {tpu_lib.HINT}') from e
+    except (tf.errors.OpError, ValueError, RuntimeError) as e:
+      first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+      raise tpu_lib.TpuUnavailable(
+          f'Cannot reach or initialise the TPU --tpu={tpu}: {first_line} '
+          '(check that this VM can reach it and that requirements-tpu.txt '
+          f'is installed). {tpu_lib.HINT}') from e
     return tf.distribute.TPUStrategy(resolver)
   if tpu_flags:
     print(f'TPU flags not applied (strategy {kind!r}, no TPU): '
@@ -159,12 +160,55 @@ class StrategyConfig:
     tpu_flags: TPU compiler flags (`--name=value`, e.g. collective and
       sharding flags), passed to libtpu for kind 'tpu' only and never
       exported on CPU, where an unknown XLA flag aborts the process.
+    accelerator: the Cloud TPU slice the experiment is for (gcloud's type,
+      e.g. 'v3-32'; gin macro ACCELERATOR of the TPU hardware files); ''
+      for any slice. The run checks its replica count against it, and
+      tools.launch refuses another slice.
+
+  Raises:
+    ValueError: a TPU (`tpu`, i.e. --tpu) with a hardware kind other than
+      'tpu', or an unknown accelerator: the flag would do nothing.
   """
   kind: str = 'default'
   tpu: str = ''
   num_cpu_devices: int = 0
   collective: str = 'auto'
   tpu_flags: tuple[str, ...] = ()
+  accelerator: str = ''
+
+  def __post_init__(self):
+    if self.tpu and self.kind != 'tpu':
+      raise ValueError(
+          f'--tpu={self.tpu} asks for a TPU, but the experiment\'s hardware '
+          f'file trains on {self.kind!r} (CPU/GPU). To train it on the TPU, '
+          'add --gin_file=gin/hardware/tpu.gin after the experiment (its '
+          'batch sizes must divide by the TPU\'s replicas); else drop --tpu.')
+    if self.accelerator:
+      tpu_slices.parse(self.accelerator, public=False)
+
+  @property
+  def platform(self) -> str:
+    """MLPerf's submission_platform for this hardware: the TPU slice
+    (`tpu-v3-32`), 'tpu' for any slice, else the strategy kind."""
+    if self.kind == 'tpu':
+      return f'tpu-{self.accelerator}' if self.accelerator else 'tpu'
+    return self.kind
+
+  def check_replicas(self, replicas: int) -> None:
+    """The slice the experiment is for must be the one the run got.
+
+    Raises:
+      ValueError: naming both.
+    """
+    if self.kind != 'tpu' or not self.accelerator:
+      return
+    want = tpu_slices.parse(self.accelerator, public=False).replicas
+    if replicas != want:
+      raise ValueError(
+          f'The experiment is for a {self.accelerator} slice ({want} '
+          f'replicas), but the TPU has {replicas}: launch it on a '
+          f'{self.accelerator}, or set ACCELERATOR (and the batch sizes) for '
+          'this slice.')
 
   def make(self) -> tf.distribute.Strategy:
     return make_strategy(kind=self.kind, tpu=self.tpu or None,

@@ -13,11 +13,13 @@ and TPU compiler flags that never reach a CPU process.
 """
 
 import glob
+import importlib.util
 import os
-import re
 import urllib.request
 
 import tensorflow as tf
+
+from distribution import tpu_slices
 
 HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8) use --tpu=local; for a '
         'multi-host slice (v3-32 and larger) run on its worker 0 with '
@@ -25,6 +27,14 @@ HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8) use --tpu=local; for a '
 # libtpu reads its compiler flags from here when the TPU is initialised in
 # this process (TPU VMs).
 TPU_FLAGS_VARIABLE = 'LIBTPU_INIT_ARGS'
+# A TPU VM's TPU device files: /dev/accel* (v2-v4), /dev/vfio/N (v5e and
+# later).
+DEVICE_FILES = ('/dev/accel*', '/dev/vfio/[0-9]*')
+
+
+class TpuUnavailable(ValueError):
+  """No TPU could be found, reached or initialised. One line naming what
+  was found; train.py exits with training.exit_codes.NO_TPU."""
 
 
 def _api_client(resolver):
@@ -34,7 +44,33 @@ def _api_client(resolver):
 
 
 def _first_line(error: Exception) -> str:
-  return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+  return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
+                      ) -> str | None:
+  """Why `--tpu=local` cannot work here, or None when TPU devices exist.
+
+  Says what was found: the TPU device files, whether TensorFlow's TPU
+  support (libtpu) is installed, and what the metadata server says.
+  """
+  if any(glob.glob(pattern) for pattern in devices):
+    return None
+  libtpu = importlib.util.find_spec('libtpu') is not None
+  build = ('libtpu is installed' if libtpu else
+           'TensorFlow here has no TPU support (no libtpu: the CPU build)')
+  accelerator = _metadata('instance/attributes/accelerator-type', timeout)
+  if accelerator:
+    where = (f'the metadata server says this VM is a {accelerator} host, '
+             'yet it has no TPU devices')
+    todo = ('Recreate the TPU VM if it was preempted, or run on the VM the '
+            'TPU belongs to.')
+  else:
+    where = 'no GCE metadata server answered (not a Google Cloud VM)'
+    todo = ('Train here without --tpu (CPU/GPU hardware files), or run on '
+            'a TPU VM with requirements-tpu.txt installed.')
+  return (f'--tpu=local: no TPU on this machine: no TPU device files '
+          f'({", ".join(devices)}); {build}; {where}. {todo}')
 
 
 def resolve(tpu: str):
@@ -46,12 +82,16 @@ def resolve(tpu: str):
       missing, no metadata server, no such TPU in the project and zone, a
       state other than READY, a health other than HEALTHY).
   """
+  if tpu == 'local':
+    problem = local_tpu_problem()
+    if problem:
+      raise TpuUnavailable(problem)
   if tpu == 'local' or tpu.startswith('grpc://'):
     return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
   try:
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
   except OSError as e:  # urllib: no metadata server (not on Google Cloud).
-    raise ValueError(
+    raise TpuUnavailable(
         f'--tpu={tpu}: cannot reach the GCE metadata server for this VM\'s '
         f'project and zone ({_first_line(e)}). Run on a Google Cloud VM, or '
         f'pass --tpu=grpc://ADDRESS:8470. {HINT}') from e
@@ -70,24 +110,24 @@ def resolve(tpu: str):
           f'{HINT}') from e
     if 'not yet ready' in text:
       state = text.rsplit('state:', 1)[-1].strip(' "')
-      raise ValueError(
+      raise TpuUnavailable(
           f'--tpu={tpu} ({where}) is {state}, not READY: wait for it, or '
           'delete and recreate it (a preempted TPU does not come back).'
       ) from e
-    raise ValueError(f'--tpu={tpu} ({where}): {_first_line(e)}') from e
+    raise TpuUnavailable(f'--tpu={tpu} ({where}): {_first_line(e)}') from e
   except ValueError as e:  # The client's lookup failure wraps the HTTP error.
     text = str(e)
     if '404' in text or 'not found' in text.lower():
-      raise ValueError(
+      raise TpuUnavailable(
           f'--tpu={tpu}: no TPU of that name in {where} (the Cloud TPU API '
           'answered 404). Check the name and zone: gcloud compute tpus '
           f'tpu-vm list --zone={getattr(client, "_zone", "ZONE")}. '
           f'{HINT}') from e
-    raise ValueError(f'--tpu={tpu} ({where}): the Cloud TPU API lookup '
+    raise TpuUnavailable(f'--tpu={tpu} ({where}): the Cloud TPU API lookup '
                      f'failed: {_first_line(e).split("Exception: ")[-1]}'
                      ) from e
   if health and health != 'HEALTHY':
-    raise ValueError(f'--tpu={tpu} ({where}) is READY but its health is '
+    raise TpuUnavailable(f'--tpu={tpu} ({where}) is READY but its health is '
                      f'{health}: wait for it to become HEALTHY, or recreate '
                      'it.')
   print(f'TPU {tpu} ({where}): {len(workers)} worker'
@@ -110,18 +150,6 @@ def apply_flags(flags: tuple[str, ...], environ=os.environ) -> str:
   return value
 
 
-_SLICE = re.compile(r'^v([2-5])[a-z]*-(\d+)$')
-
-
-def slice_hosts(accelerator: str) -> int:
-  """Host VMs of a v2/v3/v4 slice: one per 8 TensorCores (v3-32: 4)."""
-  match = _SLICE.match(accelerator)
-  if not match or int(match.group(2)) % 8:
-    raise ValueError(f'--accelerator={accelerator!r}: expected a v2, v3 or '
-                     'v4 slice such as v3-8, v3-32 or v4-128.')
-  return int(match.group(2)) // 8
-
-
 def _metadata(path: str, timeout: float) -> str | None:
   host = os.environ.get('GCE_METADATA_HOST', 'metadata.google.internal')
   request = urllib.request.Request(f'http://{host}/computeMetadata/v1/{path}',
@@ -133,19 +161,21 @@ def _metadata(path: str, timeout: float) -> str | None:
     return None
 
 
-def detect_runtime(*, devices: str = '/dev/accel*',
+def detect_runtime(*, devices=DEVICE_FILES,
                    timeout: float = 2.0) -> tuple[str, str]:
   """What this machine can train on: ('local' or '', a sentence saying why).
 
-  A TPU VM has TPU devices (`/dev/accel*`); its slice type comes from the
+  A TPU VM has TPU device files (DEVICE_FILES); its slice type comes from the
   metadata server (`instance/attributes/accelerator-type`). A host of a
   multi-host slice cannot drive the slice alone: that gets '' and a note.
   """
-  if not glob.glob(devices):
+  if isinstance(devices, str):
+    devices = (devices,)
+  if not any(glob.glob(pattern) for pattern in devices):
     return '', 'CPU: no TPU on this machine (the quickstart runs on the CPU).'
   accelerator = _metadata('instance/attributes/accelerator-type', timeout)
   try:
-    count = slice_hosts(accelerator) if accelerator else 1
+    count = tpu_slices.parse(accelerator).hosts if accelerator else 1
   except ValueError:
     count = 1  # A newer slice type: treat as one host.
   if count > 1:

@@ -28,6 +28,27 @@ def quickstart_data(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def five_runs(quickstart_data, tmp_path_factory):
+  """Model dirs of five real quickstart runs that reach the target (for
+  scoring: tools.score and the launcher's end-to-end test)."""
+  from tests import helpers
+  root = tmp_path_factory.mktemp('runs')
+  dirs = []
+  for seed in range(5):
+    model_dir = str(root / f'qs_{seed}')
+    result = helpers.run_quick(
+        quickstart_data, model_dir, SEED=seed, DETERMINISTIC=False,
+        TARGET_ACCURACY=0.9,
+        **{'TRAIN_STEPS': 0, 'STEPS_PER_LOOP': 11, 'EVAL_EVERY_STEPS': 22,
+           'GLOBAL_BATCH_SIZE': 64, 'EVAL_BATCH_SIZE': 120,
+           'training.mlperf_log.Submission.division': "'closed'"})
+    assert result.status == 'success'
+    assert os.path.exists(os.path.join(model_dir, 'time_to_accuracy.png'))
+    dirs.append(model_dir)
+  return dirs
+
+
+@pytest.fixture(scope='session')
 def bert_data(tmp_path_factory):
   """The BERT quickstart data: vocabulary, corpora and TFRecords."""
   from tools import build_bert_quickstart_data

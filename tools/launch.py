@@ -5,40 +5,54 @@
       --model_dir=gs://bucket/bert --runs=10 \\
       --gin_param="DATA_DIR='gs://bucket/bert_data'" [--execute]
 
-The plan, in order:
-1. preflight (execute mode, or --preflight): tools/preflight.py checks the
-   bucket, its region against the TPU's, that model_dir can be written, the
-   data shards and INIT_CHECKPOINT, before any TPU time is spent;
-2. create the TPU VM slice (or a queued resource, --queued) unless it exists;
-3. copy this checkout (`git archive HEAD`, plus the --gin_param bindings as
-   launch.gin) to every worker and install requirements-tpu.txt in a venv
-   there (`--worker=all`);
-4. run the experiment N times with seeds 0..N-1 into `<model_dir>/run_<i>`
-   on worker 0: single-host slices with `--tpu=local`; multi-host slices
-   with `--tpu=NAME` and TPU_NAME / TPU_LOAD_LIBRARY=0, TensorFlow's
-   setting for driving a pod slice from worker 0;
-5. collect each run's mlperf.log as `results/<system>/<benchmark>/
-   result_<i>.txt`, and 6. check and score them (tools/score.py).
-
-While running, it polls the node's state (google-cloud-tpu). A run that was
-preempted (exit 75, or the node PREEMPTED/TERMINATED, then recreated) is run
-again: a timed run from scratch into `run_<i>_retry<k>` (MLPerf does not allow
-resuming a timed run), an untimed one (--notimed) resumed in place.
+Before anything is created: the slice type is checked against its
+generation's public types and against the experiment's hardware file (its
+ACCELERATOR), the TPU VM image against Google's naming (distribution/
+tpu_slices.py holds both tables, with their sources), and, with --execute or
+--preflight, the bucket, data and checkpoint (tools/preflight.py). The plan
+then, in order:
+1. the TPU: reused if READY (or its queued resource ACTIVE); a stale queued
+   resource (FAILED, SUSPENDED, or ACTIVE with its node gone) or a lost node
+   (PREEMPTED, TERMINATED) deleted first; created (`tpu-vm create`, or with
+   --queued a queued resource, waited for through ACCEPTED,
+   WAITING_FOR_RESOURCES, PROVISIONING to ACTIVE with a progress line;
+   FAILED or SUSPENDED stop the launch with the reason `describe` gives);
+2. this checkout (`git archive HEAD` plus the --gin_param bindings as
+   launch.gin) copied to every worker and requirements-tpu.txt installed;
+3. each run started on worker 0 detached from the ssh session
+   (tools/job_runner.py under nohup/setsid), writing its output and status
+   to `<model_dir>/run_<i>/job/`; the launcher polls them and the node's
+   state and prints the log's new lines. A restarted --execute picks up
+   where the job is: finished runs are kept, a running one is waited for;
+4. after each run its exit code (training/exit_codes.py) decides: 0 or 1
+   is a result (collected as results/<system>/<benchmark>/result_<i>.txt);
+   75 or a lost node (PREEMPTED, TERMINATED, vanished: recreated first)
+   reruns it, a timed run from scratch into `run_<i>_retry<k>` (MLPerf does
+   not allow resuming a timed run), an untimed one (--notimed) in place; 2
+   (bad input), 3 (crash) and 4 (no TPU, node healthy) stop the launch;
+5. the results checked and scored (tools/score.py);
+6. the TPU (and its queued resource) deleted, after success, failure or
+   Ctrl-C, unless --keep (then a restarted --execute reattaches).
+--max_hours stops everything (and deletes the TPU) after that much time.
 """
 
 import dataclasses
+import io
 import shlex
 import subprocess
 import sys
+import tarfile
 
 from absl import app
 from absl import flags
 
-from distribution import tpu
+from distribution import tpu_slices
+from tools import gcloud as gcloud_lib
+from training import exit_codes
 
 FLAGS = flags.FLAGS
-EXIT_PREEMPTED = 75  # training.preemption.EXIT_PREEMPTED
-LOST_STATES = ('PREEMPTED', 'TERMINATED')
+TIERS = ('on-demand', 'spot', 'reserved', 'guaranteed', 'best-effort')
+LAUNCH_GIN = 'launch.gin'  # The job's --gin_param bindings, in the package.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +61,7 @@ class Job:
   tpu: str
   zone: str
   project: str
-  accelerator: str
+  slice: tpu_slices.Slice
   runtime: str
   gin_files: tuple
   gin_params: tuple
@@ -57,42 +71,67 @@ class Job:
   system: str
   results_dir: str = 'results'
   queued: bool = False
+  tier: str = 'on-demand'
+  valid_until: str = ''
   timed: bool = True
+  keep: bool = False
+  max_hours: float = 0.0
+  python: str = '.venv/bin/python'
+  install: bool = True
   suite_dir: str = 'suite'
 
   @property
-  def multi_host(self) -> bool:
-    return tpu.slice_hosts(self.accelerator) > 1
+  def accelerator(self) -> str:
+    return self.slice.accelerator
 
-  def gcloud(self, *args: str) -> list[str]:
-    return ['gcloud', 'compute', 'tpus', *args, f'--zone={self.zone}',
-            f'--project={self.project}']
+  @property
+  def multi_host(self) -> bool:
+    return self.slice.hosts > 1
+
+  def gcloud(self, *args: str, alpha: bool = False) -> list[str]:
+    return ['gcloud', *(['alpha'] if alpha else []), 'compute', 'tpus',
+            *args, f'--zone={self.zone}', f'--project={self.project}']
 
   def run_dir(self, index: int, retry: int = 0) -> str:
     suffix = f'_retry{retry}' if retry else ''
     return f'{self.model_dir.rstrip("/")}/run_{index}{suffix}'
 
+  def job_dir(self, index: int, retry: int = 0) -> str:
+    return f'{self.run_dir(index, retry)}/job'
+
   def result_dir(self) -> str:
     return f'{self.results_dir}/{self.system}/{self.benchmark}'
 
 
-def describe_node(job: Job) -> list[str]:
+# -- The commands -------------------------------------------------------------
+
+
+def describe(job: Job) -> list[str]:
+  if job.queued:
+    return job.gcloud('queued-resources', 'describe', job.tpu,
+                      '--format=value(state.state)')
   return job.gcloud('tpu-vm', 'describe', job.tpu, '--format=value(state)')
 
 
-def create_node(job: Job) -> list[str]:
+def create(job: Job) -> list[str]:
+  tier = {'spot': ['--spot'], 'reserved': ['--reserved'],
+          'guaranteed': ['--guaranteed'],
+          'best-effort': ['--best-effort']}.get(job.tier, [])
   if job.queued:
+    until = ([f'--valid-until-duration={job.valid_until}']
+             if job.valid_until else [])
     return job.gcloud('queued-resources', 'create', job.tpu,
                       f'--node-id={job.tpu}',
                       f'--accelerator-type={job.accelerator}',
-                      f'--runtime-version={job.runtime}')
+                      f'--runtime-version={job.runtime}', *tier, *until,
+                      alpha=job.tier == 'best-effort')
   return job.gcloud('tpu-vm', 'create', job.tpu,
                     f'--accelerator-type={job.accelerator}',
-                    f'--version={job.runtime}')
+                    f'--version={job.runtime}', *tier)
 
 
-def delete_node(job: Job) -> list[str]:
-  if job.queued:
+def delete(job: Job) -> list[str]:
+  if job.queued:  # --force deletes its node too.
     return job.gcloud('queued-resources', 'delete', job.tpu, '--force',
                       '--quiet')
   return job.gcloud('tpu-vm', 'delete', job.tpu, '--quiet')
@@ -104,52 +143,40 @@ def on_workers(job: Job, command: str, worker: str) -> list[str]:
 
 
 def install(job: Job, tarball: str) -> list[list[str]]:
-  """Copy the checkout to every worker and install it there."""
+  """Copy the checkout to every worker, unpack it and install it there."""
   d = job.suite_dir
-  return [
-      job.gcloud('tpu-vm', 'scp', tarball, f'{job.tpu}:{d}.tar.gz',
-                 '--worker=all'),
-      on_workers(job, f'rm -rf {d} && mkdir {d} && tar xzf {d}.tar.gz -C {d} '
-                 f'&& python3 -m venv {d}/.venv && {d}/.venv/bin/pip install '
-                 f'-q -r {d}/requirements-tpu.txt', 'all'),
-  ]
+  unpack = f'rm -rf {d} && mkdir {d} && tar xzf {d}.tar.gz -C {d}'
+  if job.install:
+    unpack += (f' && python3 -m venv {d}/.venv && {d}/.venv/bin/pip install '
+               f'-q -r {d}/requirements-tpu.txt')
+  return [job.gcloud('tpu-vm', 'scp', tarball, f'{job.tpu}:{d}.tar.gz',
+                     '--worker=all'),
+          on_workers(job, unpack, 'all')]
 
 
-LAUNCH_GIN = 'launch.gin'  # The job's --gin_param bindings, in the package.
-
-
-def launch_gin(job: Job) -> str:
-  return ''.join(f'{p}\n' for p in job.gin_params)
-
-
-def package(job: Job, tarball: str) -> None:
-  """This checkout's HEAD (git archive) plus launch.gin, as a .tar.gz."""
-  import io
-  import tarfile
-  tree = subprocess.run(['git', 'archive', '--format=tar', 'HEAD'],
-                        check=True, capture_output=True).stdout
-  with tarfile.open(fileobj=io.BytesIO(tree)) as source, \
-      tarfile.open(tarball, 'w:gz') as out:
-    for member in source.getmembers():
-      out.addfile(member, source.extractfile(member) if member.isfile()
-                  else None)
-    data = launch_gin(job).encode()
-    info = tarfile.TarInfo(LAUNCH_GIN)
-    info.size = len(data)
-    out.addfile(info, io.BytesIO(data))
-
-
-def train(job: Job, index: int, retry: int = 0) -> list[str]:
-  """Run `index` (seed = index) on worker 0."""
+def train_command(job: Job, index: int, retry: int = 0) -> list[str]:
+  """train.py for run `index` (seed = index), as worker 0 runs it."""
   # Bindings travel in launch.gin: no quotes inside the ssh command.
-  args = ['.venv/bin/python', 'train.py',
+  return [job.python, 'train.py',
           *(f'--gin_file={f}' for f in job.gin_files),
           *([f'--gin_file={LAUNCH_GIN}'] if job.gin_params else []),
           f'--gin.SEED={index}',
           f'--tpu={job.tpu if job.multi_host else "local"}',
           f'--model_dir={job.run_dir(index, retry)}']
+
+
+def start(job: Job, index: int, retry: int = 0,
+          attempt: str = 'ATTEMPT') -> list[str]:
+  """Starts run `index` on worker 0, detached from the ssh session;
+  `attempt` tells its status from an earlier attempt's in the same
+  folder."""
   env = f'TPU_NAME={job.tpu} TPU_LOAD_LIBRARY=0 ' if job.multi_host else ''
-  command = f'cd {job.suite_dir} && {env}{shlex.join(args)}'
+  runner = [job.python, '-m', 'tools.job_runner',
+            f'--job_dir={job.job_dir(index, retry)}', f'--attempt={attempt}',
+            '--']
+  command = (f'cd {job.suite_dir} && {env}nohup setsid '
+             f'{shlex.join(runner + train_command(job, index, retry))} '
+             '</dev/null >/dev/null 2>&1 &')
   return on_workers(job, command, '0')
 
 
@@ -164,103 +191,113 @@ def score(job: Job) -> list[str]:
 
 def plan(job: Job, tarball: str) -> list[tuple[str, list[str]]]:
   """The commands of a job whose runs all succeed: (what, argv) pairs."""
-  steps = [('reuse the TPU if it exists', describe_node(job)),
-           ('else create it', create_node(job))]
+  steps = [('reuse the TPU if it is there', describe(job)),
+           ('else create it' + (' (then wait for ACTIVE)' if job.queued
+                                else ''), create(job))]
   steps += list(zip(('copy the package to every worker',
-                     'install it on every worker'), install(job, tarball)))
+                     'unpack (and install) it on every worker'),
+                    install(job, tarball)))
   for i in range(job.runs):
-    steps.append((f'run {i} (seed {i})', train(job, i)))
+    steps.append((f'start run {i} (seed {i}), detached; its log and status: '
+                  f'{job.job_dir(i)}/', start(job, i)))
     steps.append((f'collect run {i}', collect(job, i)))
   steps.append(('check and score', score(job)))
+  steps.append(('delete the TPU' + (' (skipped: --keep)' if job.keep else ''),
+                delete(job)))
   return steps
 
 
-def next_step(*, exit_code: int, node_state: str | None, timed: bool,
-              retry: int, max_retries: int) -> tuple[str, int]:
-  """After a run ends: ('done' | 'recreate' | 'rerun' | 'give_up', retry).
-
-  A run is preempted when it exits 75 (it saved and stopped on SIGTERM) or
-  its node is PREEMPTED/TERMINATED. A timed run then starts over in a new
-  folder (retry + 1); an untimed one resumes in place (same retry).
-  """
-  lost = node_state in LOST_STATES
-  if exit_code in (0, 1) and not lost:
-    return 'done', retry  # 1: the budget ran out; its log is still a run.
-  if not (lost or exit_code == EXIT_PREEMPTED):
-    return 'give_up', retry
-  if retry >= max_retries:
-    return 'give_up', retry
-  return ('recreate' if lost else 'rerun'), retry + 1 if timed else retry
+def cost_line(job: Job) -> str:
+  s = job.slice
+  rate = s.usd_per_hour()
+  cap = (f'; --max_hours={job.max_hours:g} caps it at '
+         f'{s.chips * job.max_hours:,.0f} chip-hours, about '
+         f'${rate * job.max_hours:,.0f}' if job.max_hours else
+         '; no --max_hours cap')
+  return (f'{s.accelerator}: {s.chips} chips on {s.hosts} host'
+          f'{"s" if s.hosts > 1 else ""}, {s.replicas} replicas, tier '
+          f'{job.tier}; {s.chips} chip-hours an hour, about ${rate:,.2f} an '
+          f'hour at the on-demand list price (spot and reserved cost less; '
+          f'{tpu_slices.PRICES_PAGE}, read {tpu_slices.SOURCE_DATE}){cap}.')
 
 
-def node_state(job: Job, client=None) -> str | None:
-  """The node's state from the Cloud TPU API (None if it does not exist)."""
-  from google.api_core import exceptions
-  from google.cloud import tpu_v2
-  client = client or tpu_v2.TpuClient()
-  name = f'projects/{job.project}/locations/{job.zone}/nodes/{job.tpu}'
+def package(job: Job, tarball: str) -> None:
+  """This checkout's HEAD (git archive) plus launch.gin, as a .tar.gz."""
+  tree = subprocess.run(['git', 'archive', '--format=tar', 'HEAD'],
+                        check=True, capture_output=True).stdout
+  with tarfile.open(fileobj=io.BytesIO(tree)) as source, \
+      tarfile.open(tarball, 'w:gz') as out:
+    for member in source.getmembers():
+      out.addfile(member, source.extractfile(member) if member.isfile()
+                  else None)
+    data = launch_gin(job).encode()
+    info = tarfile.TarInfo(LAUNCH_GIN)
+    info.size = len(data)
+    out.addfile(info, io.BytesIO(data))
+
+
+def launch_gin(job: Job) -> str:
+  return ''.join(f'{p}\n' for p in job.gin_params)
+
+
+# -- Command line -------------------------------------------------------------
+
+
+def check_experiment_slice(gin_files, accelerator: str, tpu_slice) -> None:
+  """The experiment's hardware file must be for the slice being launched."""
+  if not accelerator:
+    return
+  want = tpu_slices.parse(accelerator, public=False)
   try:
-    return client.get_node(name=name).state.name
-  except exceptions.NotFound:
-    return None
-
-
-def execute(job: Job, tarball: str, *, max_retries: int = 3,
-            run=subprocess.run) -> int:
-  """Runs the plan, rerunning preempted runs; returns the score's exit."""
-  def call(argv, **kwargs):
-    print('+ ' + shlex.join(argv), flush=True)
-    return run(argv, **kwargs)
-
-  def bring_up():
-    """Reuses a live node, replaces a lost one, creates a missing one; then
-    installs this package on every worker."""
-    state = node_state(job)
-    if state in LOST_STATES:
-      call(delete_node(job), check=True)
-    if state is None or state in LOST_STATES:
-      call(create_node(job), check=True)
-    for command in install(job, tarball):
-      call(command, check=True)
-
-  package(job, tarball)
-  bring_up()
-  for i in range(job.runs):
-    retry = 0
-    while True:
-      code = call(train(job, i, retry)).returncode
-      action, next_retry = next_step(
-          exit_code=code, node_state=node_state(job), timed=job.timed,
-          retry=retry, max_retries=max_retries)
-      if action == 'done':
-        break
-      if action == 'give_up':
-        print(f'run {i} failed (exit {code}); not retried.', flush=True)
-        return 1
-      if action == 'recreate':
-        bring_up()
-      retry = next_retry
-    call(['mkdir', '-p', job.result_dir()], check=True)
-    call(collect(job, i, retry), check=True)
-  return call([sys.executable, *score(job)[1:]]).returncode
+    tpu_slices.parse(accelerator)
+    where = f'launch it on {accelerator}, or '
+  except ValueError:
+    where = f'{accelerator} is not a public slice: '
+  if want.replicas != tpu_slice.replicas:
+    raise ValueError(
+        f'{" ".join(gin_files)} is for a {accelerator} slice ({want.replicas} '
+        f'replicas, platform tpu-{accelerator}), not {tpu_slice.accelerator} '
+        f'({tpu_slice.replicas} replicas): {where}'
+        'pick the experiment for this slice (or pass '
+        f"--gin_param=\"ACCELERATOR='{tpu_slice.accelerator}'\" with batch "
+        'sizes for it).')
 
 
 def job_from_flags() -> Job:
   f = FLAGS
-  tpu.slice_hosts(f.accelerator)  # Fails early on an unknown slice.
+  tpu_slice = tpu_slices.parse(f.accelerator)
+  runtime = f.runtime or tpu_slice.image()
+  tpu_slices.check_image(runtime, tpu_slice)
   if not f.model_dir.startswith('gs://'):
     raise ValueError(f'--model_dir={f.model_dir}: TPU VMs write to GCS; give '
                      'a gs:// folder.')
   if not f.gin_file:
     raise ValueError('Pass the experiment with --gin_file.')
+  if f.tier not in TIERS:
+    raise ValueError(f'--tier={f.tier}: choose one of {", ".join(TIERS)}.')
+  if not f.queued and (f.tier in ('guaranteed', 'best-effort') or
+                       f.valid_until):
+    raise ValueError(f'--tier={f.tier} and --valid_until need --queued: '
+                     'only queued resources take them (gcloud compute tpus '
+                     'queued-resources create).')
   from tools import preflight
-  _, _, benchmark = preflight.experiment_inputs(f.gin_file, f.gin_param)
-  return Job(tpu=f.tpu, zone=f.zone, project=f.project,
-             accelerator=f.accelerator, runtime=f.runtime,
-             gin_files=tuple(f.gin_file), gin_params=tuple(f.gin_param),
-             model_dir=f.model_dir, runs=f.runs, benchmark=benchmark,
-             system=f.system or f'tpu-{f.accelerator}',
-             results_dir=f.results_dir, queued=f.queued, timed=f.timed)
+  _, _, benchmark, kind, accelerator = preflight.experiment_inputs(
+      f.gin_file, f.gin_param)
+  if kind != 'tpu':
+    raise ValueError(f'{" ".join(f.gin_file)} trains on hardware {kind!r}, '
+                     'not a TPU: launch a TPU experiment (gin/*_pod.gin, '
+                     'gin/*_v3_32.gin) or add --gin_file=gin/hardware/'
+                     'tpu.gin.')
+  check_experiment_slice(f.gin_file, accelerator, tpu_slice)
+  return Job(tpu=f.tpu, zone=f.zone, project=f.project, slice=tpu_slice,
+             runtime=runtime, gin_files=tuple(f.gin_file),
+             gin_params=tuple(f.gin_param), model_dir=f.model_dir,
+             runs=f.runs, benchmark=benchmark,
+             system=f.system or tpu_slice.platform,
+             results_dir=f.results_dir, queued=f.queued, tier=f.tier,
+             valid_until=f.valid_until, timed=f.timed, keep=f.keep,
+             max_hours=f.max_hours, python=f.worker_python,
+             install=f.install)
 
 
 def main(argv):
@@ -274,30 +311,43 @@ def main(argv):
         print(f'preflight: {line}', flush=True)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
-    return 2
+    return exit_codes.USER_ERROR
   tarball = f'/tmp/{job.suite_dir}-{job.tpu}.tar.gz'
+  print(f'# {cost_line(job)}')
+  print(f'# image {job.runtime} ({tpu_slices.RUNTIMES_PAGE}, read '
+        f'{tpu_slices.SOURCE_DATE}); the venv installs '
+        'requirements-tpu.txt over it.' if job.install else
+        f'# image {job.runtime}; --noinstall: its Python runs the suite.')
   if FLAGS.execute:
-    return execute(job, tarball)
+    from tools import launch_execute
+    return launch_execute.execute(job, tarball,
+                                  launch_execute.GoogleCloud(job))
   print(f'# Dry run ({job.runs} run{"s" if job.runs != 1 else ""} on '
-        f'{job.accelerator}, '
-        f'{"multi" if job.multi_host else "single"}-host). Pass --execute to '
-        'run; preempted runs are rerun '
-        f'{"from scratch into run_<i>_retry<k>" if job.timed else "in place"}.')
+        f'{job.accelerator}, {"multi" if job.multi_host else "single"}-host)'
+        '. Pass --execute to run; preempted runs are rerun '
+        f'{"from scratch into run_<i>_retry<k>" if job.timed else "in place"}'
+        '.')
   print(f'# package this checkout (git archive HEAD) as {tarball}, with '
         f'{LAUNCH_GIN}:')
   for line in launch_gin(job).splitlines():
     print(f'#   {line}')
   for what, argv in plan(job, tarball):
+    if argv[0] == 'gcloud':  # Every line as its reference page allows.
+      gcloud_lib.check(argv)
     print(f'# {what}\n{shlex.join(argv)}')
   return 0
 
 
 def define_flags():
-  flags.DEFINE_string('tpu', None, 'TPU VM (node) name.')
+  flags.DEFINE_string('tpu', None, 'TPU VM (node) name; also the queued '
+                      'resource name with --queued.')
   flags.DEFINE_string('zone', None, 'e.g. us-central1-a.')
   flags.DEFINE_string('project', None, 'Google Cloud project.')
-  flags.DEFINE_string('accelerator', 'v3-32', 'Slice type: v3-8, v3-32, ...')
-  flags.DEFINE_string('runtime', 'tpu-vm-tf-2.20.0', 'TPU VM software version.')
+  flags.DEFINE_string('accelerator', 'v3-32', 'Slice type as gcloud names '
+                      'it: v3-8, v3-32, v4-32, v5litepod-8, v5p-16, v6e-8...')
+  flags.DEFINE_string('runtime', '', 'TPU VM image; default: the documented '
+                      'TensorFlow image for the slice (distribution/'
+                      'tpu_slices.py).')
   flags.DEFINE_multi_string('gin_file', [], 'Experiment gin files.')
   flags.DEFINE_multi_string('gin_param', [], 'Gin bindings.')
   flags.DEFINE_string('model_dir', None, 'gs:// folder; run i goes to run_<i>.')
@@ -307,8 +357,21 @@ def define_flags():
   flags.DEFINE_string('system', '', 'Results system name (tpu-<accelerator>).')
   flags.DEFINE_string('results_dir', 'results', 'Local results tree.')
   flags.DEFINE_bool('queued', False, 'Create through a queued resource.')
+  flags.DEFINE_string('tier', 'on-demand', 'on-demand, spot, reserved; with '
+                      '--queued also guaranteed, best-effort (alpha).')
+  flags.DEFINE_string('valid_until', '', 'Queued resources: give up the '
+                      'request after this long, e.g. 6h (gcloud '
+                      '--valid-until-duration).')
   flags.DEFINE_bool('timed', True, 'Timed (MLPerf) runs restart from scratch '
                     'when preempted; --notimed resumes them.')
+  flags.DEFINE_bool('keep', False, 'Keep the TPU after the last run (and on '
+                    'Ctrl-C, so a restarted --execute reattaches).')
+  flags.DEFINE_float('max_hours', 0.0, 'Stop and delete the TPU after this '
+                     'many hours (0: no limit).')
+  flags.DEFINE_string('worker_python', '.venv/bin/python', 'The Python that '
+                      'runs the suite on the workers (relative to it).')
+  flags.DEFINE_bool('install', True, 'Make a venv with requirements-tpu.txt '
+                    'on the workers; --noinstall uses --worker_python as is.')
   flags.DEFINE_bool('execute', False, 'Run the commands (default: print).')
   flags.DEFINE_bool('preflight', False, 'Run the GCS preflight in a dry run.')
   flags.mark_flags_as_required(['tpu', 'zone', 'project', 'model_dir'])

@@ -90,9 +90,11 @@ def check_checkpoint(client, path: str) -> str:
   return f'INIT_CHECKPOINT {path} exists'
 
 
-def experiment_inputs(gin_files, gin_params) -> tuple[list[str], str, str]:
-  """(input file patterns, INIT_CHECKPOINT or '', MLPerf benchmark) of an
-  experiment, read through its gin files."""
+def experiment_inputs(gin_files, gin_params
+                      ) -> tuple[list[str], str, str, str, str]:
+  """(input file patterns, INIT_CHECKPOINT or '', MLPerf benchmark,
+  hardware kind, ACCELERATOR) of an experiment, read through its gin
+  files."""
   import gin
   from tools import gin_setup
   gin.clear_config()
@@ -103,8 +105,10 @@ def experiment_inputs(gin_files, gin_params) -> tuple[list[str], str, str]:
       init = gin.query_parameter('%INIT_CHECKPOINT') or ''
     except ValueError:
       init = ''
+    from distribution import strategy
+    hardware = gin.get_configurable(strategy.StrategyConfig)()
     return ([task.data.train_files, task.data.eval_files], str(init),
-            task.mlperf_benchmark)
+            task.mlperf_benchmark, hardware.kind, hardware.accelerator)
   finally:
     gin.clear_config()
 
@@ -113,7 +117,7 @@ def check(job, *, shards=(), client=None) -> list[str]:
   """All checks for a tools.launch Job; returns what each found."""
   from google.cloud import storage
   client = client or storage.Client(project=job.project)
-  patterns, init, _ = experiment_inputs(job.gin_files, job.gin_params)
+  patterns, init, *_ = experiment_inputs(job.gin_files, job.gin_params)
   lines = [check_bucket(client, job.model_dir, job.zone),
            check_writable(client, job.model_dir)]
   on_gcs = [p for p in patterns if p.startswith('gs://')]

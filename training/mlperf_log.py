@@ -32,7 +32,8 @@ class Submission:
 
   Attributes:
     org: submission_org.
-    platform: submission_platform (set by the hardware gin file).
+    platform: submission_platform (set by the CPU/GPU hardware gin files;
+      on a TPU always the slice, tpu-<ACCELERATOR>: train.py sets it).
     division: 'closed' or 'open'.
     status: 'cloud', 'onprem', 'preview' or 'research'.
   """

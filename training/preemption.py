@@ -18,8 +18,9 @@ import time
 
 from distribution import strategy as strategies
 from training import events as ev
+from training import exit_codes
 
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: try again (resume from model_dir).
+EXIT_PREEMPTED = exit_codes.PREEMPTED
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

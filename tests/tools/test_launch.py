@@ -1,104 +1,184 @@
-"""The TPU launcher: exact dry-run command lines (v3-8, v3-32, v3-4096), the
-rerun decisions, the package, the node state through google-cloud-tpu's REST
-transport against a local Cloud TPU API, and the GCS preflight and data
-staging against the GCS emulator (google-cloud-storage, no root)."""
+"""The TPU launcher: slice types and images as Google documents them,
+dry-run command lines for v3-8, v3-32, v4-32 and v5e checked against
+gcloud's reference pages, slices the experiment is not for, the rerun
+table, the package, node and queued-resource states through
+google-cloud-tpu's REST transport against a local Cloud TPU API, --execute
+end to end against that API, the GCS emulator and a gcloud that checks every
+line (queued resources walked to ACTIVE, FAILED, stale ones deleted, a
+preempted and a vanished spot node recreated and their runs rerun, a
+restarted launcher picking up, teardown after success, failure and
+Ctrl-C), and the GCS preflight and data staging."""
 
-import io
+import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import tarfile
 
 import pytest
 
-from distribution import tpu
+from distribution import tpu_slices
 from tests import fake_cloud_tpu
 from tests import helpers
+from tools import gcloud
 from tools import gcs_emulator
 from tools import launch
+from tools import launch_execute
 from tools import preflight
 from tools import stage_data
 
 
-def dry_run(accelerator, *extra):
+def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0):
   done = subprocess.run(
-      [helpers.PYTHON, '-m', 'tools.launch', '--gin_file=gin/bert_v3_32.gin',
+      [helpers.PYTHON, '-m', 'tools.launch', f'--gin_file={gin_file}',
        '--tpu=my-slice', '--zone=us-central1-a', '--project=my-proj',
        f'--accelerator={accelerator}', '--model_dir=gs://bucket/bert',
        '--runs=2', "--gin_param=DATA_DIR='gs://bucket/bert_data'", *extra],
       capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
-  assert done.returncode == 0, done.stderr[-2000:]
-  return [l for l in done.stdout.splitlines() if not l.startswith('#')]
+  assert done.returncode == code, done.stderr[-2000:]
+  if code:
+    return done.stderr.strip().splitlines()[-1]
+  return done.stdout.splitlines()
 
 
-def expected(accelerator, queued=False):
-  at = '--zone=us-central1-a --project=my-proj'
-  tpu = ('TPU_NAME=my-slice TPU_LOAD_LIBRARY=0 ', '--tpu=my-slice')
-  if accelerator == 'v3-8':
-    tpu = ('', '--tpu=local')
-  create = (
-      f'gcloud compute tpus queued-resources create my-slice '
-      f'--node-id=my-slice --accelerator-type={accelerator} '
-      f'--runtime-version=tpu-vm-tf-2.20.0 {at}' if queued else
-      f'gcloud compute tpus tpu-vm create my-slice '
-      f'--accelerator-type={accelerator} --version=tpu-vm-tf-2.20.0 {at}')
-  lines = [
-      f"gcloud compute tpus tpu-vm describe my-slice '--format=value(state)' "
-      f'{at}',
-      create,
-      'gcloud compute tpus tpu-vm scp /tmp/suite-my-slice.tar.gz '
-      f'my-slice:suite.tar.gz --worker=all {at}',
-      "gcloud compute tpus tpu-vm ssh my-slice --worker=all '--command=rm -rf "
-      'suite && mkdir suite && tar xzf suite.tar.gz -C suite && python3 -m '
-      'venv suite/.venv && suite/.venv/bin/pip install -q -r '
-      f"suite/requirements-tpu.txt' {at}",
-  ]
-  system = f'tpu-{accelerator}'
-  for i in range(2):
-    lines += [
-        "gcloud compute tpus tpu-vm ssh my-slice --worker=0 '--command=cd "
-        f'suite && {tpu[0]}.venv/bin/python train.py '
-        f'--gin_file=gin/bert_v3_32.gin --gin_file=launch.gin --gin.SEED={i} '
-        f"{tpu[1]} --model_dir=gs://bucket/bert/run_{i}' {at}",
-        f'gcloud storage cp gs://bucket/bert/run_{i}/mlperf.log '
-        f'results/{system}/bert/result_{i}.txt']
-  return lines + [f'python -m tools.score results/{system}/bert']
+AT = '--zone=us-central1-a --project=my-proj'
+# Each slice's TPU VM image as Google's runtimes page names it (2.18: -pod
+# for multi-host, -pjrt, the hardware suffix), its hosts and replicas.
+SLICES = {
+    'v3-8': ('tpu-vm-tf-2.18.0-pjrt-v5p-and-below', 1, 8),
+    'v3-32': ('tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 4, 32),
+    'v4-32': ('tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 4, 16),
+    'v5litepod-8': ('tpu-vm-tf-2.18.0-pjrt-v5e-and-v6', 1, 8),
+    'v5litepod-16': ('tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6', 2, 16),
+    'v6e-8': ('tpu-vm-tf-2.18.0-pjrt-v5e-and-v6', 1, 8),
+}
+
+
+@pytest.mark.parametrize('accelerator', sorted(SLICES))
+def test_slices_images_hosts_and_replicas(accelerator):
+  image, hosts, replicas = SLICES[accelerator]
+  s = tpu_slices.parse(accelerator)
+  assert (s.image(), s.hosts, s.replicas) == (image, hosts, replicas)
+  tpu_slices.check_image(image, s)
+
+
+@pytest.mark.parametrize('accelerator,message', [
+    ('v3-4096', 'public v3 slices end at v3-2048'),
+    ('v3-6', 'v3 slices are v3-8, v3-32'),
+    ('v5e-8', "v5e is 'v5litepod-N'"),
+    ('v4-3', 'v4 slices are v4-8'),
+])
+def test_unknown_slices_are_refused_in_one_line(accelerator, message):
+  with pytest.raises(ValueError, match=re.escape(message)):
+    tpu_slices.parse(accelerator)
+
+
+@pytest.mark.parametrize('image,message', [
+    ('tpu-vm-tf-2.20.0', 'is not a TPU VM image name'),
+    ('tpu-vm-tf-2.20.0-pod-pjrt-v5p-and-below', 'TensorFlow 2.20.0 has no image'),
+    ('tpu-vm-tf-2.18.0-pjrt-v5p-and-below', 'needs -pod'),
+    ('tpu-vm-tf-2.16.1-pod', 'need -pjrt or -se'),
+    ('tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6', 'end in -v5p-and-below'),
+])
+def test_images_that_do_not_fit_the_slice_are_refused(image, message):
+  with pytest.raises(ValueError, match=re.escape(message)):
+    tpu_slices.check_image(image, tpu_slices.parse('v3-32'))
+  tpu_slices.check_image('tpu-vm-tf-2.16.1-pod-pjrt', tpu_slices.parse('v3-32'))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('accelerator,queued', [
-    ('v3-32', False), ('v3-4096', True), ('v3-8', False)])
-def test_dry_run_prints_the_exact_commands(accelerator, queued):
-  lines = dry_run(accelerator, *(['--queued'] if queued else []))
-  assert lines == expected(accelerator, queued)
+@pytest.mark.parametrize('accelerator,extra', [
+    ('v3-8', ["--gin_param=ACCELERATOR='v3-8'"]),
+    ('v3-32', []),
+    ('v4-32', ["--gin_param=ACCELERATOR='v4-32'", '--queued', '--tier=spot',
+               '--valid_until=6h']),
+    ('v5litepod-8', ["--gin_param=ACCELERATOR='v5litepod-8'", '--tier=spot',
+                     '--max_hours=3']),
+])
+def test_dry_run_prints_documented_commands(accelerator, extra):
+  """Every gcloud line fits its reference page (tools/gcloud.SYNTAX); the
+  create line, the image and the detached start are exactly as documented."""
+  out = dry_run(accelerator, *extra)
+  lines = [l for l in out if not l.startswith('#')]
+  for line in lines:
+    if line.startswith('gcloud'):
+      gcloud.check(shlex.split(line))
+  image, hosts, _ = SLICES[accelerator]
+  queued = '--queued' in extra
+  tier = ' --spot' if '--tier=spot' in extra else ''
+  create = (
+      f'gcloud compute tpus queued-resources create my-slice '
+      f'--node-id=my-slice --accelerator-type={accelerator} '
+      f'--runtime-version={image}{tier} --valid-until-duration=6h {AT}'
+      if queued else
+      f'gcloud compute tpus tpu-vm create my-slice '
+      f'--accelerator-type={accelerator} --version={image}{tier} {AT}')
+  assert create in lines
+  tpu = ('TPU_NAME=my-slice TPU_LOAD_LIBRARY=0 ', '--tpu=my-slice') if (
+      hosts > 1) else ('', '--tpu=local')
+  start = (
+      "gcloud compute tpus tpu-vm ssh my-slice --worker=0 '--command=cd suite "
+      f'&& {tpu[0]}nohup setsid .venv/bin/python -m tools.job_runner '
+      '--job_dir=gs://bucket/bert/run_1/job --attempt=ATTEMPT -- '
+      '.venv/bin/python train.py --gin_file=gin/bert_v3_32.gin '
+      f'--gin_file=launch.gin --gin.SEED=1 {tpu[1]} '
+      "--model_dir=gs://bucket/bert/run_1 </dev/null >/dev/null 2>&1 &' "
+      f'{AT}')
+  assert start in lines
+  kind = 'queued-resources' if queued else 'tpu-vm'
+  assert lines[-1].startswith(f'gcloud compute tpus {kind} delete my-slice')
+  assert f'results/tpu-{accelerator}/bert/result_1.txt' in '\n'.join(lines)
+  cost = next(l for l in out if 'chip-hours an hour' in l)
+  chips = tpu_slices.parse(accelerator).chips
+  assert f'{chips} chips on {hosts} host' in cost
+  assert ('caps it at' in cost) == ('--max_hours=3' in extra)
 
 
-def test_slices_and_their_hosts():
-  assert [tpu.slice_hosts(a) for a in ('v3-8', 'v3-32', 'v3-4096',
-                                       'v4-128')] == [1, 4, 512, 16]
-  with pytest.raises(ValueError, match="--accelerator='v3-6'"):
-    tpu.slice_hosts('v3-6')
+@pytest.mark.slow
+def test_a_slice_the_experiment_is_not_for_is_refused_before_anything():
+  line = dry_run('v3-2048', gin_file='gin/resnet50_pod.gin', code=2)
+  assert line.startswith('error: gin/resnet50_pod.gin is for a v3-8192 slice '
+                         '(8192 replicas, platform tpu-v3-8192), not v3-2048')
+  assert 'v3-8192 is not a public slice' in line
+  line = dry_run('v3-4096', gin_file='gin/resnet50_pod.gin', code=2)
+  assert 'public v3 slices end at v3-2048' in line
+  line = dry_run('v3-32', gin_file='gin/resnet_quickstart.gin', code=2)
+  assert "trains on hardware 'default', not a TPU" in line
+  line = dry_run('v3-32', '--tier=guaranteed', code=2)
+  assert 'need --queued' in line
 
 
 @pytest.mark.parametrize('code,state,timed,decision', [
     (0, 'READY', True, ('done', 0)),
     (1, 'READY', True, ('done', 0)),         # Budget out: still a run.
+    (1, 'PREEMPTED', True, ('done', 0)),     # Its log is complete.
     (75, 'READY', True, ('rerun', 1)),       # SIGTERM: a timed run restarts.
     (75, 'READY', False, ('rerun', 0)),      # An untimed one resumes.
-    (255, 'PREEMPTED', True, ('recreate', 1)),
+    (None, 'PREEMPTED', True, ('recreate', 1)),
     (255, 'TERMINATED', False, ('recreate', 0)),
-    (2, 'READY', True, ('give_up', 0)),      # A user error is not retried.
+    (None, None, True, ('recreate', 1)),     # A spot node that vanished.
+    (2, 'READY', True, ('give_up', 0)),      # Bad input is not retried.
+    (3, 'READY', True, ('give_up', 0)),      # A crash is not a run.
+    (4, 'READY', True, ('give_up', 0)),      # No TPU on a healthy node.
+    (4, 'PREEMPTED', True, ('recreate', 1)),
+    (None, 'READY', True, ('give_up', 0)),   # The job vanished, node fine.
 ])
 def test_what_happens_after_a_run(code, state, timed, decision):
-  assert launch.next_step(exit_code=code, node_state=state, timed=timed,
-                          retry=0, max_retries=3) == decision
-  assert launch.next_step(exit_code=75, node_state='READY', timed=True,
-                          retry=3, max_retries=3)[0] == 'give_up'
+  assert launch_execute.next_step(exit_code=code, node_state=state,
+                                  timed=timed, retry=0,
+                                  max_retries=3) == decision
+  assert launch_execute.next_step(exit_code=75, node_state='READY',
+                                  timed=True, retry=3,
+                                  max_retries=3)[0] == 'give_up'
 
 
 def job(**kw):
   args = dict(tpu='my-slice', zone='us-central1-a', project='test-project',
-              accelerator='v3-32', runtime='tpu-vm-tf-2.20.0',
+              slice=tpu_slices.parse('v3-32'),
+              runtime='tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below',
               gin_files=('gin/resnet_quickstart.gin',),
               gin_params=("DATA_DIR = 'gs://test/data'",),
               model_dir='gs://test/runs', runs=5, benchmark='resnet',
@@ -127,10 +207,13 @@ def test_node_state_through_google_cloud_tpu():
     client = tpu_v2.TpuClient(transport=transports.TpuRestTransport(
         host=server.host, credentials=AnonymousCredentials(),
         url_scheme='http'))
-    assert launch.node_state(job(zone=fake_cloud_tpu.ZONE), client) == (
-        'PREEMPTED')
-    assert launch.node_state(job(tpu='nothing', zone=fake_cloud_tpu.ZONE),
-                             client) is None
+    cloud = launch_execute.GoogleCloud(job(zone=fake_cloud_tpu.ZONE),
+                                       client=client)
+    assert cloud.node_state() == 'PREEMPTED'
+    cloud = launch_execute.GoogleCloud(
+        job(tpu='nothing', zone=fake_cloud_tpu.ZONE), client=client)
+    assert cloud.node_state() is None
+    assert cloud.queued_state() == (None, '')
   finally:
     server.close()
 
@@ -194,3 +277,184 @@ def test_preflight_checks_bucket_region_writes_data_and_checkpoint(gcs):
     preflight.check_checkpoint(gcs, 'gs://test/ckpt/model')
   bucket.blob('ckpt/model.index').upload_from_string(b'x')
   assert 'exists' in preflight.check_checkpoint(gcs, 'gs://test/ckpt/model')
+
+
+# -- --execute against the fake cloud -----------------------------------------
+
+
+@pytest.fixture
+def cloud(gcs, tmp_path, monkeypatch):
+  """A local Cloud TPU API, `gcloud` on PATH checking every line and doing
+  it there (tests/fake_gcloud.py), VMs as folders, GCS in the emulator."""
+  from google.auth.credentials import AnonymousCredentials
+  from google.cloud import tpu_v2
+  from google.cloud.tpu_v2.services.tpu import transports
+  from tools import object_store
+  server = fake_cloud_tpu.FakeCloudTpu(
+      nodes={}, failure='There is no more capacity in the zone')
+  bin_dir, vms = tmp_path / 'bin', tmp_path / 'vms'
+  bin_dir.mkdir()
+  vms.mkdir()
+  (bin_dir / 'gcloud').write_text(
+      f'#!/bin/sh\nexec {helpers.PYTHON} -m tests.fake_gcloud "$@"\n')
+  (bin_dir / 'gcloud').chmod(0o755)
+  for name, value in {
+      'PATH': f'{bin_dir}:{os.environ["PATH"]}',
+      'FAKE_CLOUD_URL': server.base_url, 'FAKE_VM_ROOT': str(vms),
+      'REAL_PYTHON': helpers.PYTHON, 'GOOGLE_CLOUD_PROJECT': 'test-project',
+      'FAKE_TPU': 'my-slice', 'TF_CPP_MIN_LOG_LEVEL': '2'}.items():
+    monkeypatch.setenv(name, value)
+  monkeypatch.delenv('PYTHONPATH', raising=False)  # The VM's own package.
+  monkeypatch.chdir(helpers.ROOT)
+  object_store._CLIENT.clear()  # pylint: disable=protected-access
+  client = tpu_v2.TpuClient(transport=transports.TpuRestTransport(
+      host=server.host, credentials=AnonymousCredentials(),
+      url_scheme='http'))
+  yield server, client, vms
+  object_store._CLIENT.clear()  # pylint: disable=protected-access
+  server.close()
+
+
+def execute(cloud, tmp_path, workload, clock=None, **kw):
+  server, client, _ = cloud
+  os.environ['FAKE_WORKLOAD'] = json.dumps(workload)
+  args = dict(zone=fake_cloud_tpu.ZONE, slice=tpu_slices.parse('v3-8'),
+              runtime='tpu-vm-tf-2.18.0-pjrt-v5p-and-below', gin_params=(),
+              runs=len(workload), system='tpu-v3-8',
+              results_dir=str(tmp_path / 'results'), queued=True,
+              tier='spot', python=os.path.join(helpers.ROOT, 'tests',
+                                               'fake_vm_python'),
+              install=False)
+  args.update(kw)
+  the_job = job(**args)
+  poll = launch_execute.Poll(seconds=0.2, stale_after=120, start_timeout=120)
+  if clock:
+    poll.clock = clock
+  code = launch_execute.execute(
+      the_job, str(tmp_path / 'suite.tar.gz'),
+      launch_execute.GoogleCloud(the_job, client=client), poll=poll)
+  return the_job, code
+
+
+def gcloud_calls(vms):
+  return [json.loads(l) for l in open(vms / 'gcloud.log')]
+
+
+def status(gcs, path):
+  blob = gcs.bucket('test').get_blob(f'runs/{path}/job/status.json')
+  return json.loads(blob.download_as_text()) if blob else None
+
+
+@pytest.mark.slow  # Scores five real runs' logs (the five_runs fixture).
+def test_execute_runs_reruns_collects_scores_and_deletes(
+    cloud, gcs, five_runs, tmp_path, capfd):
+  server, _, vms = cloud
+  logs = tmp_path / 'logs'
+  logs.mkdir()
+  for i, run in enumerate(five_runs):
+    shutil.copy(os.path.join(run, 'mlperf.log'), logs / f'result_{i}.txt')
+  os.environ['FAKE_LOGS'] = str(logs)
+  the_job, code = execute(cloud, tmp_path, {
+      '0': ['success'], '1': ['preempted', 'success'],
+      '2': ['vanished', 'success'], '3': ['success'], '4': ['success']})
+  out = capfd.readouterr()
+  assert code == 0, out.out[-3000:] + out.err[-3000:]
+  results = tmp_path / 'results' / 'tpu-v3-8' / 'resnet'
+  for i in range(5):
+    assert (results / f'result_{i}.txt').read_bytes() == (
+        logs / f'result_{i}.txt').read_bytes()
+  # The preempted and the vanished runs started over in new folders.
+  assert status(gcs, 'run_1')['exit_code'] == 75
+  assert status(gcs, 'run_1_retry1')['exit_code'] == 0
+  assert status(gcs, 'run_2_retry1')['exit_code'] == 0
+  assert status(gcs, 'run_0_retry1') is None
+  # Created three times (first, after the preemption, after the node
+  # vanished), each stale one deleted first, and deleted at the end.
+  assert server.calls == [
+      ('create queued resource', 'my-slice'),
+      ('delete queuedResources', 'my-slice'),
+      ('create queued resource', 'my-slice'),
+      ('delete queuedResources', 'my-slice'),
+      ('create queued resource', 'my-slice'),
+      ('delete queuedResources', 'my-slice')]
+  assert server.nodes == {} and server.queued == {}
+  for state in fake_cloud_tpu.QUEUED_WALK:
+    assert f'queued resource my-slice: {state} (waited' in out.out
+  assert 'fake train.py: seed 1, attempt 0: preempted' in out.out
+  starts = [c for c in gcloud_calls(vms) if 'ssh' in c and any(
+      'job_runner' in a for a in c)]
+  assert len(starts) == 7
+  assert 'olympic' in out.out.lower() or 'score' in out.out.lower()
+
+
+def test_a_failed_queued_resource_stops_with_its_reason_and_is_deleted(
+    cloud, tmp_path, capfd):
+  server, _, vms = cloud
+  server.queued['my-slice'] = {'walk': ['FAILED'], 'workers': 1,
+                               'accelerator': 'v3-8'}  # A stale one.
+  server.queued_walk = ['ACCEPTED', 'FAILED']
+  _, code = execute(cloud, tmp_path, {'0': ['success']})
+  out = capfd.readouterr()
+  assert code == 1
+  assert ('error: queued resource my-slice is FAILED: There is no more '
+          'capacity in the zone') in out.err
+  assert 'queued resource my-slice is FAILED: deleting it first.' in out.out
+  assert server.calls == [('delete queuedResources', 'my-slice'),
+                          ('create queued resource', 'my-slice'),
+                          ('delete queuedResources', 'my-slice')]
+  assert server.queued == {} and server.nodes == {}
+  assert not any('ssh' in c for c in gcloud_calls(vms))
+
+
+class Interrupt:
+  """A clock whose sleep is interrupted (Ctrl-C) once a run is running."""
+
+  def __init__(self, gcs):
+    self.gcs = gcs
+
+  def time(self):
+    import time
+    return time.time()
+
+  def sleep(self, seconds):
+    import time
+    running = status(self.gcs, 'run_0')
+    if running and running['state'] == 'running':
+      os.kill(running['pid'], 9)  # The fake workload: no orphans.
+      raise KeyboardInterrupt
+    time.sleep(seconds)
+
+
+def test_ctrl_c_deletes_the_tpu_unless_kept(cloud, gcs, tmp_path):
+  server, _, _ = cloud
+  server.queued_walk = ['ACTIVE']
+  with pytest.raises(KeyboardInterrupt):
+    execute(cloud, tmp_path, {'0': ['hang']}, clock=Interrupt(gcs))
+  assert server.calls[-1] == ('delete queuedResources', 'my-slice')
+  assert server.queued == {} and server.nodes == {}
+
+
+def test_a_restarted_launch_picks_up_finished_runs(cloud, gcs, tmp_path,
+                                                   capfd):
+  """A run an earlier --execute saw through is collected, not run again;
+  a kept TPU is reused as it is."""
+  server, _, vms = cloud
+  server.nodes['my-slice'] = fake_cloud_tpu.node()
+  bucket = gcs.bucket('test')
+  bucket.blob('runs/run_0/mlperf.log').upload_from_string(b':::MLLOG {}\n')
+  bucket.blob('runs/run_0/job/status.json').upload_from_string(json.dumps({
+      'state': 'exited', 'exit_code': 1, 'attempt': 'earlier', 'host': 'w0',
+      'pid': 1, 'started': 0, 'heartbeat': 0}))
+  bucket.blob('runs/run_0/job/log.txt').upload_from_string('done\n')
+  _, code = execute(cloud, tmp_path, {'0': ['crash']}, queued=False,
+                    keep=True)
+  out = capfd.readouterr().out
+  assert 'run 0: found gs://test/runs/run_0/job (exited); picking it up.' in (
+      out)
+  assert not any(any('job_runner' in a for a in c)
+                 for c in gcloud_calls(vms))
+  assert (tmp_path / 'results' / 'tpu-v3-8' / 'resnet' /
+          'result_0.txt').read_bytes() == b':::MLLOG {}\n'
+  assert server.calls == []  # Reused, and kept (--keep).
+  assert 'TPU my-slice kept (--keep)' in out
+  assert code != 0  # One run cannot be scored (MLPerf asks for 5).

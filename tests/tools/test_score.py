@@ -16,25 +16,6 @@ from training import time_to_accuracy
 pytestmark = pytest.mark.slow  # Five real training runs.
 
 
-@pytest.fixture(scope='module')
-def five_runs(quickstart_data, tmp_path_factory):
-  """Model dirs of five quickstart runs that reach the target."""
-  root = tmp_path_factory.mktemp('runs')
-  dirs = []
-  for seed in range(5):
-    model_dir = str(root / f'qs_{seed}')
-    result = helpers.run_quick(
-        quickstart_data, model_dir, SEED=seed, DETERMINISTIC=False,
-        TARGET_ACCURACY=0.9,
-        **{'TRAIN_STEPS': 0, 'STEPS_PER_LOOP': 11, 'EVAL_EVERY_STEPS': 22,
-           'GLOBAL_BATCH_SIZE': 64, 'EVAL_BATCH_SIZE': 120,
-           'training.mlperf_log.Submission.division': "'closed'"})
-    assert result.status == 'success'
-    assert os.path.exists(os.path.join(model_dir, 'time_to_accuracy.png'))
-    dirs.append(model_dir)
-  return dirs
-
-
 def minutes(log_path):
   """Time to train from the raw log lines, independently of the tool."""
   times = {}
