@@ -59,7 +59,7 @@ def wmt_metadata(tmp_path):
 
 
 def pod_hyperparameters(gin_file, num_eval_examples, build_model=False,
-                        data_dir='/nowhere'):
+                        data_dir='/nowhere', num_replicas=8192):
   gin.clear_config()
   try:
     gin_setup.parse([gin_file], [f"DATA_DIR = '{data_dir}'",
@@ -78,7 +78,8 @@ def pod_hyperparameters(gin_file, num_eval_examples, build_model=False,
       task.build_model()
     return mlperf_log.hyperparameters(
         task=task, optimizer=optimizer, learning_rate=lr,
-        global_batch_size=schedule.global_batch_size, num_replicas=8192,
+        global_batch_size=schedule.global_batch_size,
+        num_replicas=num_replicas,
         num_eval_examples=num_eval_examples, total_steps=total), lr
   finally:
     gin.clear_config()
@@ -165,3 +166,78 @@ def test_pod_configs_log_epoch_num_as_google_does():
       0.0, 4.0, 8.0]
   # Google's bert result_0.txt: epoch_num 62, 124 (steps; ruleset 0.7.0).
   assert [bert.mlperf_epoch_num(s, 8192) for s in (62, 124)] == [62, 124]
+
+
+# Google's v3-32 TF2 logs (Google/results/tpu-v3-32-TF2.0/{resnet,bert}/
+# result_0.txt; the other runs log the same values).
+GOOGLE_RESNET_V3_32 = {
+    'global_batch_size': 4096, 'train_samples': 1281167,
+    'eval_samples': 50000, 'model_bn_span': 128, 'opt_name': 'lars',
+    'lars_epsilon': 0.0, 'lars_opt_weight_decay': 0.0002,
+    'lars_opt_base_learning_rate': 13.0,
+    'lars_opt_learning_rate_warmup_epochs': 2,
+    'lars_opt_end_learning_rate': 0.0001,
+    'lars_opt_learning_rate_decay_steps': 12169,
+    'lars_opt_learning_rate_decay_poly_power': 2.0, 'lars_opt_momentum': 0.9,
+}
+GOOGLE_BERT_V3_32 = {
+    'global_batch_size': 448, 'max_sequence_length': 512,
+    'max_predictions_per_seq': 76, 'opt_base_learning_rate': 0.0004,
+    'opt_lamb_weight_decay_rate': 0.01, 'opt_lamb_beta_1': 0.9,
+    'opt_lamb_beta_2': 0.999, 'opt_learning_rate_warmup_steps': 0,
+    'num_warmup_steps': 0, 'start_warmup_step': 0, 'opt_epsilon': 1e-06,
+    'eval_samples': 10000, 'opt_lamb_learning_rate_decay_poly_power': 1.0,
+    'opt_learning_rate_training_steps': 8103, 'train_samples': 3630144,
+}
+
+
+@pytest.mark.parametrize('gin_file, eval_examples, build_model, google', [
+    ('gin/resnet50_v3_32.gin', 50000, True, GOOGLE_RESNET_V3_32),
+    ('gin/bert_v3_32.gin', 10000, False, GOOGLE_BERT_V3_32),
+])
+def test_v3_32_configs_log_googles_submitted_values(
+    gin_file, eval_examples, build_model, google):
+  logged, _ = pod_hyperparameters(gin_file, eval_examples, build_model,
+                                  num_replicas=32)
+  for key, value in google.items():
+    assert key in logged, key
+    assert logged[key] == pytest.approx(value), (key, logged[key], value)
+
+
+def numpy_google_tf2_lars(step, *, base=13.0, end=1e-4, warmup_epochs=2,
+                          per_epoch_steps=1281167 // 4096, train_epochs=41):
+  """Google's v0.7 TF2 PolynomialDecayWithWarmup (lars_util.py), as its
+  v3-32 ResNet ran it: warm-up by step, Keras polynomial decay after."""
+  warmup = warmup_epochs * per_epoch_steps
+  decay_steps = per_epoch_steps * train_epochs - warmup + 1
+  if step <= warmup:
+    return base * step / warmup
+  done = min(step - warmup, decay_steps)
+  return (base - end) * (1 - done / decay_steps)**2 + end
+
+
+def test_v3_32_resnet_schedule_and_eval_cadence_are_googles():
+  _, lr = pod_hyperparameters('gin/resnet50_v3_32.gin', 50000,
+                              num_replicas=32)
+  steps = np.array([0, 1, 300, 623, 624, 625, 626, 5000, 12791, 12792])
+  np.testing.assert_allclose([float(lr(s)) for s in steps],
+                             [numpy_google_tf2_lars(s) for s in steps],
+                             rtol=2e-6, atol=1e-8)
+  gin.clear_config()
+  try:
+    gin_setup.parse(['gin/resnet50_v3_32.gin'], ["DATA_DIR = '/nowhere'"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    schedule = gin.query_parameter(
+        'train.train.schedule').scoped_configurable_fn()
+  finally:
+    gin.clear_config()
+  total = schedule.total_steps(task.data.steps_per_epoch(4096))
+  schedule.validate(total)
+  evals = [s for s in range(312, total + 1, 312)
+           if schedule.evaluates_at(s, total)]
+  # --eval_offset_epochs=3 --epochs_between_evals=4 on 312-step epochs;
+  # Google's result_0.txt logs eval epoch_num 2, 6, 10, ...
+  assert evals[:3] == [936, 2184, 3432] and evals[-1] == total == 12792
+  assert [task.mlperf_epoch_num(s, 4096) for s in evals[:3]] == [2, 6, 10]
+  assert schedule.next_eval_step(0, total) == 936
+  assert schedule.next_eval_step(936, total) == 2184

@@ -32,6 +32,9 @@ class RunSchedule:
       training batch).
     first_eval_step: no evaluation before this step (MLPerf BERT: the step of
       3M samples), except at the end of the budget.
+    eval_offset_steps: evaluations fall at eval_offset_steps + k *
+      eval_every_steps (Google's v0.7 TF2 `eval_offset`: its v3-32 ResNet
+      evaluates after 3 epochs, then every 4); 0: at multiples.
     checkpoint_every_steps: steps between checkpoints (0: only at the end).
     max_checkpoints: checkpoints kept.
     stop_at_target: stop at the first evaluation reaching the target.
@@ -43,6 +46,7 @@ class RunSchedule:
   train_epochs: float = 0.0
   eval_batch_size: int = 0
   first_eval_step: int = 0
+  eval_offset_steps: int = 0
   checkpoint_every_steps: int = 0
   max_checkpoints: int = 3
   stop_at_target: bool = True
@@ -71,19 +75,28 @@ class RunSchedule:
       raise ValueError(
           f'`eval_every_steps` ({self.eval_every_steps}) must be a multiple of '
           f'`steps_per_loop` ({self.steps_per_loop}).')
+    if self.eval_offset_steps % self.steps_per_loop or not (
+        0 <= self.eval_offset_steps < self.eval_every_steps):
+      raise ValueError(
+          f'`eval_offset_steps` ({self.eval_offset_steps}) must be a multiple '
+          f'of `steps_per_loop` ({self.steps_per_loop}) below '
+          f'`eval_every_steps` ({self.eval_every_steps}).')
     if self.checkpoint_every_steps % self.steps_per_loop:
       raise ValueError(
           f'`checkpoint_every_steps` ({self.checkpoint_every_steps}) must be a '
           f'multiple of `steps_per_loop` ({self.steps_per_loop}).')
 
   def evaluates_at(self, step: int, total_steps: int) -> bool:
-    """Every eval_every_steps from first_eval_step on, and at the end."""
-    return step == total_steps or (step % self.eval_every_steps == 0 and
-                                   step >= self.first_eval_step)
+    """Every eval_every_steps (from eval_offset_steps) from first_eval_step
+    on, and at the end."""
+    return step == total_steps or (
+        step > 0 and (step - self.eval_offset_steps) % self.eval_every_steps
+        == 0 and step >= self.first_eval_step)
 
   def next_eval_step(self, step: int, total_steps: int) -> int:
     """The end of the eval interval holding `step` (MLPerf block end)."""
-    return min(step + self.eval_every_steps - step % self.eval_every_steps,
+    k = (step - self.eval_offset_steps) // self.eval_every_steps + 1
+    return min(self.eval_offset_steps + k * self.eval_every_steps,
                total_steps)
 
 

@@ -196,14 +196,22 @@ class GoogleLarsV07:
   `lars_opt_learning_rate_decay_steps` Google logs: 1133 for its 1738 steps).
   PolynomialWarmup differs in the last digits: it warms up by step and decays
   over total_steps - warmup_steps from step - warmup_steps.
+
+  `whole_steps_per_epoch` floors steps_per_epoch first, as Google's v0.7 TF2
+  runs (v3-32: `per_epoch_steps = num_images // batch_size`; their
+  PolynomialDecayWithWarmup then warms up to warmup_epochs * per_epoch_steps
+  and decays over train_steps - that + 1 steps: the same arithmetic on whole
+  steps).
   """
 
   def __init__(self, *, base: float, warmup_epochs: float,
                steps_per_epoch: float, total_steps: int, end: float = 1e-4,
-               power: float = 2.0):
+               power: float = 2.0, whole_steps_per_epoch: bool = False):
     if not steps_per_epoch:
       raise ValueError('GoogleLarsV07 counts in epochs: the data must know '
                        'its epoch size (num_train_examples).')
+    if whole_steps_per_epoch:
+      steps_per_epoch = math.floor(steps_per_epoch)
     self.base, self.end, self.power = base, end, power
     self.warmup_epochs, self.steps_per_epoch = warmup_epochs, steps_per_epoch
     # The float product is exact to far better than a step; floor it as

@@ -12,6 +12,7 @@ from distribution import strategy
 from distribution import tpu
 from tests import fake_cloud_tpu
 from tests import helpers
+from training import exit_codes
 
 slow = pytest.mark.slow  # Child processes importing TensorFlow.
 
@@ -96,10 +97,104 @@ def test_train_py_names_a_missing_tpu_in_one_line(cloud, tmp_path):
       capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
                **env))
-  assert done.returncode == 2, done.stderr[-2000:]
+  assert done.returncode == exit_codes.NO_TPU, done.stderr[-2000:]
   assert 'Traceback' not in done.stderr
   assert done.stderr.strip().splitlines()[-1].startswith(
       'error: --tpu=nope: no TPU of that name in project test-project')
+
+
+def train_py(tmp_path, *args, env=None):
+  return subprocess.run(
+      [helpers.PYTHON, 'train.py', f'--model_dir={tmp_path / "run"}', *args],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+               **(env or {})))
+
+
+@slow
+def test_tpu_with_a_cpu_hardware_file_is_an_error_naming_both(tmp_path):
+  done = train_py(tmp_path, '--gin_file=gin/resnet_quickstart.gin',
+                  '--tpu=my-pod')
+  assert done.returncode == exit_codes.USER_ERROR, done.stderr[-2000:]
+  line = done.stderr.strip().splitlines()[-1]
+  assert line.startswith("error: --tpu=my-pod asks for a TPU, but the "
+                         "experiment's hardware file trains on 'default'")
+  assert '--gin_file=gin/hardware/tpu.gin' in line
+  assert not (tmp_path / 'run' / 'mlperf.log').exists()
+
+
+@slow
+def test_no_tpu_here_is_one_line_saying_what_was_found(tmp_path):
+  closed = f'127.0.0.1:{helpers.free_port()}'
+  done = train_py(tmp_path, '--gin_file=gin/resnet_quickstart.gin',
+                  '--gin_file=gin/hardware/tpu.gin', '--tpu=local',
+                  env={'GCE_METADATA_HOST': closed})
+  assert done.returncode == exit_codes.NO_TPU, done.stderr[-2000:]
+  assert 'Traceback' not in done.stderr
+  line = done.stderr.strip().splitlines()[-1]
+  assert line.startswith('error: --tpu=local: no TPU on this machine: no TPU '
+                         'device files (/dev/accel*, /dev/vfio/[0-9]*)')
+  assert 'TensorFlow here has no TPU support (no libtpu' in line
+  assert 'no GCE metadata server answered' in line
+  assert line.endswith('with requirements-tpu.txt installed.')
+
+
+def test_the_exit_code_tells_a_crash_from_a_run(monkeypatch, capsys):
+  import types
+  import train
+  monkeypatch.setattr(train.flags, 'FLAGS', types.SimpleNamespace(
+      verbose=False))
+
+  def fail(error):
+    def run_command(argv, sugar):
+      raise error
+    return run_command
+
+  monkeypatch.setattr(train, 'run_command', fail(RuntimeError('boom')))
+  assert train.main([], []) == exit_codes.CRASH == 3
+  err = capsys.readouterr().err
+  assert 'Traceback' in err and 'RuntimeError: boom' in err
+  assert 'crashed (exit 3)' in err
+  monkeypatch.setattr(train, 'run_command', fail(tpu.TpuUnavailable('gone')))
+  assert train.main([], []) == exit_codes.NO_TPU
+  assert capsys.readouterr().err == 'error: gone\n'
+  monkeypatch.setattr(train, 'run_command', fail(ValueError('bad\nmore')))
+  assert train.main([], []) == exit_codes.USER_ERROR
+  assert capsys.readouterr().err == 'error: bad\n'
+  assert {exit_codes.TARGET_REACHED, exit_codes.BUDGET_USED, exit_codes.CRASH,
+          exit_codes.USER_ERROR, exit_codes.NO_TPU,
+          exit_codes.PREEMPTED} == {0, 1, 3, 2, 4, 75}
+
+
+def test_the_hardware_file_names_the_slice_and_checks_its_replicas():
+  config = strategy.StrategyConfig(kind='tpu', accelerator='v3-32')
+  assert config.platform == 'tpu-v3-32'
+  config.check_replicas(32)
+  with pytest.raises(ValueError, match=r'for a v3-32 slice \(32 replicas\), '
+                     'but the TPU has 8'):
+    config.check_replicas(8)
+  assert strategy.StrategyConfig(kind='tpu').platform == 'tpu'
+  strategy.StrategyConfig(kind='tpu').check_replicas(8)  # Any slice.
+  assert strategy.StrategyConfig(
+      kind='tpu', accelerator='v3-8192').platform == 'tpu-v3-8192'
+  with pytest.raises(ValueError, match='v4 slices are'):
+    strategy.StrategyConfig(kind='tpu', accelerator='v4-12')
+  with pytest.raises(ValueError, match="asks for a TPU"):
+    strategy.StrategyConfig(kind='mirrored', tpu='local')
+
+
+def test_a_tpu_vm_with_its_devices_gone_is_named(tmp_path):
+  server = fake_cloud_tpu.FakeCloudTpu(nodes={}, accelerator_type='v4-8')
+  try:
+    os.environ['GCE_METADATA_HOST'] = server.host
+    problem = tpu.local_tpu_problem(devices=(str(tmp_path / 'accel*'),))
+    assert 'the metadata server says this VM is a v4-8 host' in problem
+    assert 'Recreate the TPU VM' in problem
+    (tmp_path / 'accel0').write_bytes(b'')
+    assert tpu.local_tpu_problem(devices=(str(tmp_path / 'accel*'),)) is None
+  finally:
+    os.environ.pop('GCE_METADATA_HOST')
+    server.close()
 
 
 def test_tpu_flags_go_to_libtpu_only_for_a_tpu_run(capsys):

@@ -77,7 +77,8 @@ def test_unknown_slices_are_refused_in_one_line(accelerator, message):
 
 
 @pytest.mark.parametrize('image,message', [
-    ('tpu-vm-tf-2.20.0', 'is not a TPU VM image name'),
+    ('tpu-vm-tf-2.20', 'is not a TPU VM image name'),
+    ('tpu-vm-tf-2.20.0', 'TensorFlow 2.20.0 has no image'),
     ('tpu-vm-tf-2.20.0-pod-pjrt-v5p-and-below', 'TensorFlow 2.20.0 has no image'),
     ('tpu-vm-tf-2.18.0-pjrt-v5p-and-below', 'needs -pod'),
     ('tpu-vm-tf-2.16.1-pod', 'need -pjrt or -se'),
@@ -380,7 +381,8 @@ def test_execute_runs_reruns_collects_scores_and_deletes(
   assert server.nodes == {} and server.queued == {}
   for state in fake_cloud_tpu.QUEUED_WALK:
     assert f'queued resource my-slice: {state} (waited' in out.out
-  assert 'fake train.py: seed 1, attempt 0: preempted' in out.out
+  assert 'fake train.py: seed 1, attempt 0: preempted' in gcs.bucket(
+      'test').get_blob('runs/run_1/job/log.txt').download_as_text()
   starts = [c for c in gcloud_calls(vms) if 'ssh' in c and any(
       'job_runner' in a for a in c)]
   assert len(starts) == 7
