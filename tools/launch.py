@@ -263,8 +263,7 @@ def check_experiment_slice(gin_files, accelerator: str, tpu_slice) -> None:
         'sizes for it).')
 
 
-def job_from_flags() -> Job:
-  f = FLAGS
+def job_from_flags(f=FLAGS) -> Job:
   tpu_slice = tpu_slices.parse(f.accelerator)
   runtime = f.runtime or tpu_slice.image()
   tpu_slices.check_image(runtime, tpu_slice)
@@ -300,13 +299,13 @@ def job_from_flags() -> Job:
              install=f.install)
 
 
-def main(argv):
+def main(argv, f=FLAGS):
   del argv
   try:
-    job = job_from_flags()
-    if FLAGS.execute or FLAGS.preflight:
+    job = job_from_flags(f)
+    if f.execute or f.preflight:
       from tools import preflight
-      shards = [int(n) for n in FLAGS.data_shards]
+      shards = [int(n) for n in f.data_shards]
       for line in preflight.check(job, shards=shards):
         print(f'preflight: {line}', flush=True)
   except ValueError as e:
@@ -318,7 +317,7 @@ def main(argv):
         f'{tpu_slices.SOURCE_DATE}); the venv installs '
         'requirements-tpu.txt over it.' if job.install else
         f'# image {job.runtime}; --noinstall: its Python runs the suite.')
-  if FLAGS.execute:
+  if f.execute:
     from tools import launch_execute
     return launch_execute.execute(job, tarball,
                                   launch_execute.GoogleCloud(job))
@@ -338,43 +337,46 @@ def main(argv):
   return 0
 
 
-def define_flags():
-  flags.DEFINE_string('tpu', None, 'TPU VM (node) name; also the queued '
-                      'resource name with --queued.')
-  flags.DEFINE_string('zone', None, 'e.g. us-central1-a.')
-  flags.DEFINE_string('project', None, 'Google Cloud project.')
-  flags.DEFINE_string('accelerator', 'v3-32', 'Slice type as gcloud names '
-                      'it: v3-8, v3-32, v4-32, v5litepod-8, v5p-16, v6e-8...')
-  flags.DEFINE_string('runtime', '', 'TPU VM image; default: the documented '
-                      'TensorFlow image for the slice (distribution/'
-                      'tpu_slices.py).')
-  flags.DEFINE_multi_string('gin_file', [], 'Experiment gin files.')
-  flags.DEFINE_multi_string('gin_param', [], 'Gin bindings.')
-  flags.DEFINE_string('model_dir', None, 'gs:// folder; run i goes to run_<i>.')
-  flags.DEFINE_integer('runs', 5, 'Runs (MLPerf: 5 ResNet, 10 BERT).')
-  flags.DEFINE_list('data_shards', [], 'Files the train and eval patterns '
-                    'must match, e.g. 1024,128 (preflight).')
-  flags.DEFINE_string('system', '', 'Results system name (tpu-<accelerator>).')
-  flags.DEFINE_string('results_dir', 'results', 'Local results tree.')
-  flags.DEFINE_bool('queued', False, 'Create through a queued resource.')
-  flags.DEFINE_string('tier', 'on-demand', 'on-demand, spot, reserved; with '
-                      '--queued also guaranteed, best-effort (alpha).')
-  flags.DEFINE_string('valid_until', '', 'Queued resources: give up the '
-                      'request after this long, e.g. 6h (gcloud '
-                      '--valid-until-duration).')
-  flags.DEFINE_bool('timed', True, 'Timed (MLPerf) runs restart from scratch '
-                    'when preempted; --notimed resumes them.')
-  flags.DEFINE_bool('keep', False, 'Keep the TPU after the last run (and on '
-                    'Ctrl-C, so a restarted --execute reattaches).')
-  flags.DEFINE_float('max_hours', 0.0, 'Stop and delete the TPU after this '
-                     'many hours (0: no limit).')
-  flags.DEFINE_string('worker_python', '.venv/bin/python', 'The Python that '
-                      'runs the suite on the workers (relative to it).')
-  flags.DEFINE_bool('install', True, 'Make a venv with requirements-tpu.txt '
-                    'on the workers; --noinstall uses --worker_python as is.')
-  flags.DEFINE_bool('execute', False, 'Run the commands (default: print).')
-  flags.DEFINE_bool('preflight', False, 'Run the GCS preflight in a dry run.')
-  flags.mark_flags_as_required(['tpu', 'zone', 'project', 'model_dir'])
+def define_flags(flag_values=FLAGS):
+  """The command line's flags, on `flag_values` (tests use their own)."""
+  for kind, name, default, text in (
+      ('string', 'tpu', None,
+       'TPU VM (node) name; also the queued resource name with --queued.'),
+      ('string', 'zone', None, 'e.g. us-central1-a.'),
+      ('string', 'project', None, 'Google Cloud project.'),
+      ('string', 'accelerator', 'v3-32', 'Slice type as gcloud names it: '
+       'v3-8, v3-32, v4-32, v5litepod-8, v5p-16, v6e-8...'),
+      ('string', 'runtime', '', 'TPU VM image; default: the documented '
+       'TensorFlow image for the slice (distribution/tpu_slices.py).'),
+      ('multi_string', 'gin_file', [], 'Experiment gin files.'),
+      ('multi_string', 'gin_param', [], 'Gin bindings.'),
+      ('string', 'model_dir', None, 'gs:// folder; run i goes to run_<i>.'),
+      ('integer', 'runs', 5, 'Runs (MLPerf: 5 ResNet, 10 BERT).'),
+      ('list', 'data_shards', [], 'Files the train and eval patterns must '
+       'match, e.g. 1024,128 (preflight).'),
+      ('string', 'system', '', 'Results system name (tpu-<accelerator>).'),
+      ('string', 'results_dir', 'results', 'Local results tree.'),
+      ('bool', 'queued', False, 'Create through a queued resource.'),
+      ('string', 'tier', 'on-demand', 'on-demand, spot, reserved; with '
+       '--queued also guaranteed, best-effort (alpha).'),
+      ('string', 'valid_until', '', 'Queued resources: give up the request '
+       'after this long, e.g. 6h (gcloud --valid-until-duration).'),
+      ('bool', 'timed', True, 'Timed (MLPerf) runs restart from scratch '
+       'when preempted; --notimed resumes them.'),
+      ('bool', 'keep', False, 'Keep the TPU after the last run (and on '
+       'Ctrl-C, so a restarted --execute reattaches).'),
+      ('float', 'max_hours', 0.0, 'Stop and delete the TPU after this many '
+       'hours (0: no limit).'),
+      ('string', 'worker_python', '.venv/bin/python', 'The Python that runs '
+       'the suite on the workers (relative to it).'),
+      ('bool', 'install', True, 'Make a venv with requirements-tpu.txt on '
+       'the workers; --noinstall uses --worker_python as is.'),
+      ('bool', 'execute', False, 'Run the commands (default: print).'),
+      ('bool', 'preflight', False, 'Run the GCS preflight in a dry run.')):
+    getattr(flags, f'DEFINE_{kind}')(name, default, text,
+                                     flag_values=flag_values)
+  flags.mark_flags_as_required(['tpu', 'zone', 'project', 'model_dir'],
+                               flag_values=flag_values)
 
 
 if __name__ == '__main__':

@@ -9,12 +9,13 @@ preempted and a vanished spot node recreated and their runs rerun, a
 restarted launcher picking up, teardown after success, failure and
 Ctrl-C), and the GCS preflight and data staging."""
 
+import contextlib
+import io
 import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import tarfile
 
 import pytest
@@ -31,17 +32,21 @@ from tools import stage_data
 
 
 def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0):
-  done = subprocess.run(
-      [helpers.PYTHON, '-m', 'tools.launch', f'--gin_file={gin_file}',
-       '--tpu=my-slice', '--zone=us-central1-a', '--project=my-proj',
-       f'--accelerator={accelerator}', '--model_dir=gs://bucket/bert',
-       '--runs=2', "--gin_param=DATA_DIR='gs://bucket/bert_data'", *extra],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
-      env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
-  assert done.returncode == code, done.stderr[-2000:]
+  """`python -m tools.launch ...` in this process (its own flag values):
+  the printed lines, or the error line."""
+  from absl import flags
+  values = flags.FlagValues()
+  launch.define_flags(values)
+  values(['launch', f'--gin_file={gin_file}', '--tpu=my-slice',
+          '--zone=us-central1-a', '--project=my-proj',
+          f'--accelerator={accelerator}', '--model_dir=gs://bucket/bert',
+          '--runs=2', "--gin_param=DATA_DIR='gs://bucket/bert_data'", *extra])
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    assert launch.main([], values) == code, err.getvalue()[-2000:]
   if code:
-    return done.stderr.strip().splitlines()[-1]
-  return done.stdout.splitlines()
+    return err.getvalue().strip().splitlines()[-1]
+  return out.getvalue().splitlines()
 
 
 AT = '--zone=us-central1-a --project=my-proj'
@@ -90,7 +95,6 @@ def test_images_that_do_not_fit_the_slice_are_refused(image, message):
   tpu_slices.check_image('tpu-vm-tf-2.16.1-pod-pjrt', tpu_slices.parse('v3-32'))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize('accelerator,extra', [
     ('v3-8', ["--gin_param=ACCELERATOR='v3-8'"]),
     ('v3-32', []),
@@ -138,7 +142,6 @@ def test_dry_run_prints_documented_commands(accelerator, extra):
   assert ('caps it at' in cost) == ('--max_hours=3' in extra)
 
 
-@pytest.mark.slow
 def test_a_slice_the_experiment_is_not_for_is_refused_before_anything():
   line = dry_run('v3-2048', gin_file='gin/resnet50_pod.gin', code=2)
   assert line.startswith('error: gin/resnet50_pod.gin is for a v3-8192 slice '
