@@ -130,7 +130,11 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
                        deterministic=deterministic,
                        spatial_partitions=spatial_partitions)
     # Before any TensorFlow op: a mesh over processes sets up the cluster.
-    partitioner = mesh.make(multi_client=distribution.kind == 'multi_worker')
+    if distribution.kind == 'tpu':
+      tpu_lib.apply_flags(tuple(distribution.tpu_flags))
+    partitioner = mesh.make(multi_client=distribution.kind == 'multi_worker',
+                            tpu=distribution.tpu if distribution.kind == 'tpu'
+                            else '')
   if deterministic:
     tf.config.experimental.enable_op_determinism()
   if partitioner:  # One program over the mesh, no strategy replicas.
@@ -182,18 +186,17 @@ def check_mesh_options(*, distribution, gradients, weight_update_sharding,
         'MESH_SHAPE needs DETERMINISTIC = True: every device of the mesh '
         'reads its own copy of the input pipeline, and the copies must read '
         'the examples in one order.')
-  if distribution.kind == 'tpu':
+  if distribution.kind == 'tpu' and distribution.tpu != 'local':
     raise ValueError(
-        'MESH_SHAPE on a TPU is not supported yet: the mesh runs on CPU and '
-        'GPU processes (distribution/mesh.py). On a pod, set MESH_SHAPE = () '
-        'and train data parallel (GLOBAL_BATCH_SIZE a multiple of the TPU '
-        'cores).')
-  if distribution.kind not in ('default', 'multi_worker'):
+        f'MESH_SHAPE on a TPU runs one DTensor client on each host of the '
+        f'slice, each with --tpu=local (python -m tools.launch starts them '
+        f'on every worker), not --tpu={distribution.tpu or "(none)"}.')
+  if distribution.kind not in ('default', 'multi_worker', 'tpu'):
     raise ValueError(
         f'MESH_SHAPE runs one program over the mesh, but the distribution '
         f'kind is {distribution.kind!r}: use gin/hardware/cpu.gin (kind '
-        "'default', one process) or gin/hardware/multi_worker.gin (the "
-        'processes of TF_CONFIG) with a mesh.')
+        "'default', one process), gin/hardware/multi_worker.gin (the "
+        'processes of TF_CONFIG) or a TPU hardware file with a mesh.')
   if spatial_partitions > 1:
     raise ValueError(
         f'SPATIAL_PARTITIONS ({spatial_partitions}) splits images over a '

@@ -52,13 +52,16 @@ class MeshConfig:
   axis_names: tuple[str, ...] = (BATCH_AXIS, 'model')
   rules: tuple = ()
 
-  def make(self, multi_client: bool = False) -> 'Partitioner | None':
+  def make(self, multi_client: bool = False,
+           tpu: str = '') -> 'Partitioner | None':
     """The partitioner, or None without a mesh.
 
     Args:
       multi_client: the mesh spans the processes TF_CONFIG names (which
         must run this before any TensorFlow op); else it uses this
         process's devices.
+      tpu: --tpu of a TPU hardware file: the mesh spans the TPU slice's
+        cores, one DTensor client a host (distribution/tpu_mesh.py).
 
     Raises:
       ValueError: for a mesh that does not match the devices, rules that
@@ -66,7 +69,7 @@ class MeshConfig:
     """
     if not self.shape:
       return None
-    return Partitioner(self, multi_client=multi_client)
+    return Partitioner(self, multi_client=multi_client, tpu=tpu)
 
 
 def dtensor_environment(tf_config: dict) -> dict[str, str]:
@@ -165,7 +168,8 @@ def _sum(split):
 class Partitioner:
   """Builds variables with their layouts and runs the loops on the mesh."""
 
-  def __init__(self, config: MeshConfig, multi_client: bool = False):
+  def __init__(self, config: MeshConfig, multi_client: bool = False,
+               tpu: str = ''):
     shape, names = tuple(config.shape), tuple(config.axis_names)
     if len(shape) != len(names) or any(int(s) < 1 for s in shape):
       raise ValueError(
@@ -182,11 +186,15 @@ class Partitioner:
             f'Sharding rule {pattern!r} -> {tuple(layout)} names mesh axes '
             f'{unknown}; the mesh has {names}.')
       self.rules.append((pattern, tuple(layout)))
-    self.mesh = (_connect(shape, names) if multi_client
-                 else _local_mesh(shape, names))
+    if tpu:
+      from distribution import tpu_mesh
+      self.mesh = tpu_mesh.make_mesh(shape, names, tpu)
+    else:
+      self.mesh = (_connect(shape, names) if multi_client
+                   else _local_mesh(shape, names))
     self.num_clients = dtensor.num_clients()
     self.client_id = dtensor.client_id()
-    if multi_client:
+    if self.num_clients > 1:
       self._check_shards_are_local()
     self.matches = {pattern: [] for pattern, _ in self.rules}
     self.layouts = {}  # variable name -> the layout it was made with.

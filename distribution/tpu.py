@@ -15,11 +15,11 @@ and TPU compiler flags that never reach a CPU process.
 import glob
 import importlib.util
 import os
-import urllib.request
 
 import tensorflow as tf
 
 from distribution import tpu_slices
+from distribution.gce_metadata import metadata
 
 HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8) use --tpu=local; for a '
         'multi-host slice (v3-32 and larger) run on its worker 0 with '
@@ -59,7 +59,7 @@ def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
   libtpu = importlib.util.find_spec('libtpu') is not None
   build = ('libtpu is installed' if libtpu else
            'TensorFlow here has no TPU support (no libtpu: the CPU build)')
-  accelerator = _metadata('instance/attributes/accelerator-type', timeout)
+  accelerator = metadata('instance/attributes/accelerator-type', timeout)
   if accelerator:
     where = (f'the metadata server says this VM is a {accelerator} host, '
              'yet it has no TPU devices')
@@ -150,17 +150,6 @@ def apply_flags(flags: tuple[str, ...], environ=os.environ) -> str:
   return value
 
 
-def _metadata(path: str, timeout: float) -> str | None:
-  host = os.environ.get('GCE_METADATA_HOST', 'metadata.google.internal')
-  request = urllib.request.Request(f'http://{host}/computeMetadata/v1/{path}',
-                                   headers={'Metadata-Flavor': 'Google'})
-  try:
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-      return response.read().decode().strip()
-  except OSError:
-    return None
-
-
 def detect_runtime(*, devices=DEVICE_FILES,
                    timeout: float = 2.0) -> tuple[str, str]:
   """What this machine can train on: ('local' or '', a sentence saying why).
@@ -173,7 +162,7 @@ def detect_runtime(*, devices=DEVICE_FILES,
     devices = (devices,)
   if not any(glob.glob(pattern) for pattern in devices):
     return '', 'CPU: no TPU on this machine (the quickstart runs on the CPU).'
-  accelerator = _metadata('instance/attributes/accelerator-type', timeout)
+  accelerator = metadata('instance/attributes/accelerator-type', timeout)
   try:
     count = tpu_slices.parse(accelerator).hosts if accelerator else 1
   except ValueError:

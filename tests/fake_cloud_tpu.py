@@ -61,16 +61,20 @@ class FakeCloudTpu:
   """Serves metadata and the TPU API on 127.0.0.1 in a daemon thread."""
 
   def __init__(self, nodes: dict, accelerator_type: str = '',
-               queued_walk=QUEUED_WALK, failure: str = ''):
+               queued_walk=QUEUED_WALK, failure: str = '',
+               attributes: dict | None = None):
     """Args:
       nodes: TPU name -> node() dict.
       accelerator_type: this "VM"'s instance/attributes/accelerator-type
         ('' : not a TPU VM, 404).
       queued_walk: the states a new queued resource passes, one per GET.
       failure: the error message of a FAILED queued resource.
+      attributes: more of this "VM"'s instance/attributes/ (a TPU VM's
+        worker-network-endpoints, agent-worker-number).
     """
     self.nodes, self.requests = dict(nodes), []
     self.accelerator_type = accelerator_type
+    self.attributes = dict(attributes or {})
     self.queued, self.queued_walk, self.failure = {}, list(queued_walk), failure
     self.calls = []  # (method, name) of every change, in order.
     self.lock = threading.Lock()
@@ -108,6 +112,8 @@ class FakeCloudTpu:
               'instance/network-interfaces/0/ip': '10.0.0.100',
               'instance/attributes/accelerator-type': (
                   outer.accelerator_type or None),
+              **{f'instance/attributes/{k}': v
+                 for k, v in outer.attributes.items()},
           }.get(key)
           if text is not None:
             return self._send(200, text, 'text/plain')

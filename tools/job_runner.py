@@ -12,6 +12,9 @@ Every `--heartbeat` seconds and when the command ends it writes
 restarted launcher loses nothing, and a heartbeat that stops says the VM
 went away. SIGTERM/SIGINT (a preempted VM, a cancelled job) are passed on
 to the command, which saves and exits 75 (training/exit_codes.py).
+With `--per_worker` (a run on every host of a slice) worker k > 0 writes to
+`<job_dir>/worker_<k>` (its number from the TPU VM's metadata); worker 0,
+the chief, to `<job_dir>`.
 """
 
 import argparse
@@ -66,12 +69,22 @@ def run(command: list[str], *, job_dir: str, attempt: str = '',
   return code
 
 
+def worker_job_dir(job_dir: str) -> str:
+  """This TPU VM host's job folder: job_dir for worker 0 (or no metadata),
+  job_dir/worker_<k> for worker k."""
+  from distribution.gce_metadata import metadata
+  number = int(metadata('instance/attributes/agent-worker-number') or 0)
+  return object_store.join(job_dir, f'worker_{number}') if number else job_dir
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--job_dir', required=True,
                       help='where status.json and log.txt go (gs:// or local)')
   parser.add_argument('--attempt', default='',
                       help='an id the launcher tells this attempt by')
+  parser.add_argument('--per_worker', action='store_true',
+                      help='workers other than 0 write to job_dir/worker_<k>')
   parser.add_argument('--heartbeat', type=float, default=30.0)
   parser.add_argument('--log_bytes', type=int, default=1 << 20)
   parser.add_argument('command', nargs=argparse.REMAINDER,
@@ -80,7 +93,10 @@ def main(argv=None) -> int:
   command = args.command[1:] if args.command[:1] == ['--'] else args.command
   if not command:
     parser.error('give the command after --')
-  return run(command, job_dir=args.job_dir, attempt=args.attempt,
+  job_dir = args.job_dir
+  if args.per_worker:
+    job_dir = worker_job_dir(job_dir)
+  return run(command, job_dir=job_dir, attempt=args.attempt,
              heartbeat=args.heartbeat,
              log_bytes=args.log_bytes)
 

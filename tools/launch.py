@@ -78,6 +78,7 @@ class Job:
   max_hours: float = 0.0
   python: str = '.venv/bin/python'
   install: bool = True
+  mesh: bool = False
   suite_dir: str = 'suite'
 
   @property
@@ -87,6 +88,11 @@ class Job:
   @property
   def multi_host(self) -> bool:
     return self.slice.hosts > 1
+
+  @property
+  def every_host(self) -> bool:
+    """A mesh on a multi-host slice: one DTensor client on every host."""
+    return self.mesh and self.multi_host
 
   def gcloud(self, *args: str, alpha: bool = False) -> list[str]:
     return ['gcloud', *(['alpha'] if alpha else []), 'compute', 'tpus',
@@ -161,23 +167,25 @@ def train_command(job: Job, index: int, retry: int = 0) -> list[str]:
           *(f'--gin_file={f}' for f in job.gin_files),
           *([f'--gin_file={LAUNCH_GIN}'] if job.gin_params else []),
           f'--gin.SEED={index}',
-          f'--tpu={job.tpu if job.multi_host else "local"}',
+          f'--tpu={job.tpu if job.multi_host and not job.mesh else "local"}',
           f'--model_dir={job.run_dir(index, retry)}']
 
 
 def start(job: Job, index: int, retry: int = 0,
           attempt: str = 'ATTEMPT') -> list[str]:
-  """Starts run `index` on worker 0, detached from the ssh session;
-  `attempt` tells its status from an earlier attempt's in the same
+  """Starts run `index` on worker 0 (a mesh on a multi-host slice: on
+  every worker, worker k's status in job/worker_k), detached from the ssh
+  session; `attempt` tells its status from an earlier attempt's in the same
   folder."""
-  env = f'TPU_NAME={job.tpu} TPU_LOAD_LIBRARY=0 ' if job.multi_host else ''
+  env = (f'TPU_NAME={job.tpu} TPU_LOAD_LIBRARY=0 '
+         if job.multi_host and not job.mesh else '')
   runner = [job.python, '-m', 'tools.job_runner',
             f'--job_dir={job.job_dir(index, retry)}', f'--attempt={attempt}',
-            '--']
+            *(['--per_worker'] if job.every_host else []), '--']
   command = (f'cd {job.suite_dir} && {env}nohup setsid '
              f'{shlex.join(runner + train_command(job, index, retry))} '
              '</dev/null >/dev/null 2>&1 &')
-  return on_workers(job, command, '0')
+  return on_workers(job, command, 'all' if job.every_host else '0')
 
 
 def collect(job: Job, index: int, retry: int = 0) -> list[str]:
@@ -280,18 +288,18 @@ def job_from_flags(f=FLAGS) -> Job:
                      'only queued resources take them (gcloud compute tpus '
                      'queued-resources create).')
   from tools import preflight
-  _, _, benchmark, kind, accelerator = preflight.experiment_inputs(
-      f.gin_file, f.gin_param)
-  if kind != 'tpu':
-    raise ValueError(f'{" ".join(f.gin_file)} trains on hardware {kind!r}, '
-                     'not a TPU: launch a TPU experiment (gin/*_pod.gin, '
-                     'gin/*_v3_32.gin) or add --gin_file=gin/hardware/'
-                     'tpu.gin.')
-  check_experiment_slice(f.gin_file, accelerator, tpu_slice)
+  experiment = preflight.experiment_inputs(f.gin_file, f.gin_param)
+  if experiment.kind != 'tpu':
+    raise ValueError(f'{" ".join(f.gin_file)} trains on hardware '
+                     f'{experiment.kind!r}, not a TPU: launch a TPU '
+                     'experiment (gin/*_pod.gin, gin/*_v3_32.gin) or add '
+                     '--gin_file=gin/hardware/tpu.gin.')
+  check_experiment_slice(f.gin_file, experiment.accelerator, tpu_slice)
   return Job(tpu=f.tpu, zone=f.zone, project=f.project, slice=tpu_slice,
              runtime=runtime, gin_files=tuple(f.gin_file),
              gin_params=tuple(f.gin_param), model_dir=f.model_dir,
-             runs=f.runs, benchmark=benchmark,
+             runs=f.runs, benchmark=experiment.benchmark,
+             mesh=bool(experiment.mesh_shape),
              system=f.system or tpu_slice.platform,
              results_dir=f.results_dir, queued=f.queued, tier=f.tier,
              valid_until=f.valid_until, timed=f.timed, keep=f.keep,

@@ -13,6 +13,7 @@ Each problem is one line naming it (ValueError). Run by tools/launch.py.
 
 import fnmatch
 import uuid
+from typing import NamedTuple
 
 
 def split(path: str) -> tuple[str, str]:
@@ -90,11 +91,18 @@ def check_checkpoint(client, path: str) -> str:
   return f'INIT_CHECKPOINT {path} exists'
 
 
-def experiment_inputs(gin_files, gin_params
-                      ) -> tuple[list[str], str, str, str, str]:
-  """(input file patterns, INIT_CHECKPOINT or '', MLPerf benchmark,
-  hardware kind, ACCELERATOR) of an experiment, read through its gin
-  files."""
+class Experiment(NamedTuple):
+  """What the launcher needs to know of an experiment (its gin files)."""
+  patterns: list  # Input file patterns: train, eval.
+  init_checkpoint: str  # INIT_CHECKPOINT or ''.
+  benchmark: str  # MLPerf benchmark name.
+  kind: str  # Hardware kind ('tpu', ...).
+  accelerator: str  # The hardware file's ACCELERATOR ('' for any slice).
+  mesh_shape: tuple  # MESH_SHAPE (() without a mesh).
+
+
+def experiment_inputs(gin_files, gin_params) -> Experiment:
+  """The Experiment its gin files describe."""
   import gin
   from tools import gin_setup
   gin.clear_config()
@@ -105,10 +113,13 @@ def experiment_inputs(gin_files, gin_params
       init = gin.query_parameter('%INIT_CHECKPOINT') or ''
     except ValueError:
       init = ''
+    from distribution import mesh
     from distribution import strategy
     hardware = gin.get_configurable(strategy.StrategyConfig)()
-    return ([task.data.train_files, task.data.eval_files], str(init),
-            task.mlperf_benchmark, hardware.kind, hardware.accelerator)
+    return Experiment(
+        [task.data.train_files, task.data.eval_files], str(init),
+        task.mlperf_benchmark, hardware.kind, hardware.accelerator,
+        tuple(gin.get_configurable(mesh.MeshConfig)().shape))
   finally:
     gin.clear_config()
 

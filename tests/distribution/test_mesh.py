@@ -176,11 +176,13 @@ def test_options_a_mesh_cannot_honour_are_named():
             weight_update_sharding=False, deterministic=True,
             spatial_partitions=1)
   train.check_mesh_options(**ok)  # A mesh over processes is fine.
+  train.check_mesh_options(**{**ok, 'distribution': strategies.StrategyConfig(
+      kind='tpu', tpu='local')})  # So is one over a TPU slice's hosts.
   for change, message in (
       (dict(distribution=strategies.StrategyConfig(kind='mirrored')),
        "distribution kind is 'mirrored'"),
-      (dict(distribution=strategies.StrategyConfig(kind='tpu')),
-       'MESH_SHAPE on a TPU is not supported yet'),
+      (dict(distribution=strategies.StrategyConfig(kind='tpu', tpu='my-pod')),
+       'one DTensor client on each host of the slice, each with --tpu=local'),
       (dict(gradients=step_lib.GradientOptions(
           clip_norm=1.0, clip_before_allreduce=True)),
        'clip_before_allreduce clips each replica'),

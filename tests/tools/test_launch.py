@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import tarfile
 
 import pytest
@@ -463,3 +464,44 @@ def test_a_restarted_launch_picks_up_finished_runs(cloud, gcs, tmp_path,
   assert server.calls == []  # Reused, and kept (--keep).
   assert 'TPU my-slice kept (--keep)' in out
   assert code != 0  # One run cannot be scored (MLPerf asks for 5).
+
+
+def test_a_mesh_on_a_multi_host_slice_starts_on_every_host():
+  """DTensor drives a slice with one client a host: every worker runs
+  train.py with --tpu=local, worker k writing its status to job/worker_k."""
+  out = dry_run('v3-32', '--gin_param=MESH_SHAPE = (8, 4)',
+                '--gin_param=DETERMINISTIC = True',
+                gin_file='gin/transformer_v3_32.gin')
+  start = next(l for l in out if 'job_runner' in l)
+  assert start.startswith('gcloud compute tpus tpu-vm ssh my-slice '
+                          '--worker=all ')
+  assert '--per_worker --' in start and '--tpu=local' in start
+  assert 'TPU_NAME' not in start
+  gcloud.check(shlex.split(start))
+
+
+def test_each_host_of_a_slice_has_its_own_job_folder(monkeypatch):
+  from tools import job_runner
+  for number, expected in (('0', 'gs://b/run_0/job'),
+                           ('3', 'gs://b/run_0/job/worker_3')):
+    server = fake_cloud_tpu.FakeCloudTpu(
+        nodes={}, attributes={'agent-worker-number': number})
+    try:
+      monkeypatch.setenv('GCE_METADATA_HOST', server.host)
+      assert job_runner.worker_job_dir('gs://b/run_0/job') == expected
+    finally:
+      server.close()
+
+
+def test_the_job_runner_publishes_the_output_and_the_exit_code(tmp_path):
+  done = subprocess.run(
+      [helpers.PYTHON, '-m', 'tools.job_runner', f'--job_dir={tmp_path}',
+       '--attempt=a1', '--', helpers.PYTHON, '-c',
+       'print("step 1"); raise SystemExit(3)'],
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=120)
+  assert done.returncode == 3, done.stderr
+  state = json.loads((tmp_path / 'status.json').read_text())
+  assert (state['state'], state['exit_code'], state['attempt']) == (
+      'exited', 3, 'a1')
+  assert state['heartbeat'] >= state['started']
+  assert (tmp_path / 'log.txt').read_text() == 'step 1\n'
