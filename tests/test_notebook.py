@@ -69,3 +69,23 @@ def test_the_notebook_runs_headless_end_to_end(quickstart_data, tmp_path,
   first = next(r for r in runs if r != 'second')
   assert 'SEED = 3' in open(tmp_path / 'runs' / first / 'config.gin').read()
   assert 'TF_CPP_MIN_LOG_LEVEL' in nb.cells[at + 3].source
+
+
+def test_the_badge_and_the_clone_url_name_one_repository(tmp_path):
+  import json
+  import shutil
+  from tools import set_repository
+  nb = json.load(open(NOTEBOOK))
+  constant, badge = set_repository.repositories(nb)
+  assert constant == badge  # One constant, in two places.
+  copy = tmp_path / 'quickstart.ipynb'
+  shutil.copy(NOTEBOOK, copy)
+  set_repository.set_repository('mlperf-suite/training', str(copy))
+  assert set_repository.repositories(json.load(open(copy))) == (
+      'mlperf-suite/training', 'mlperf-suite/training')
+  nbformat.validate(nbformat.read(str(copy), as_version=4))
+  for url in ('https://github.com/mlperf-suite/training.git',
+              'git@github.com:mlperf-suite/training.git'):
+    assert set_repository.from_remote(url) == 'mlperf-suite/training'
+  with pytest.raises(ValueError, match='not a GitHub remote'):
+    set_repository.from_remote('https://gitlab.com/a/b.git')
