@@ -132,7 +132,14 @@ class Poll:
   clock: object = time
 
 
-def bring_up(job: Job, cloud, poll: Poll, tarball: str) -> None:
+def check_deadline(job: Job, poll: Poll, deadline: float | None,
+                   doing: str) -> None:
+  if deadline and poll.clock.time() > deadline:
+    raise LaunchError(f'--max_hours={job.max_hours:g} reached {doing}.')
+
+
+def bring_up(job: Job, cloud, poll: Poll, tarball: str,
+             deadline: float | None = None) -> None:
   """A READY node (an ACTIVE queued resource) with this package installed:
   reuses, deletes what is stale or lost, creates, waits."""
   if job.queued:
@@ -147,7 +154,7 @@ def bring_up(job: Job, cloud, poll: Poll, tarball: str) -> None:
       state = None
     if state is None:
       cloud.call(create(job))
-    wait_active(job, cloud, poll)
+    wait_active(job, cloud, poll, deadline)
   else:
     state = cloud.node_state()
     if state in LOST_STATES:
@@ -156,12 +163,13 @@ def bring_up(job: Job, cloud, poll: Poll, tarball: str) -> None:
       cloud.call(delete(job))
     if state is None or state in LOST_STATES:
       cloud.call(create(job))
-  wait_ready(job, cloud, poll)
+  wait_ready(job, cloud, poll, deadline)
   for command in install(job, tarball):
     cloud.call(command)
 
 
-def wait_active(job: Job, cloud, poll: Poll) -> None:
+def wait_active(job: Job, cloud, poll: Poll,
+                deadline: float | None = None) -> None:
   began = poll.clock.time()
   while True:
     state, reason = cloud.queued_state()
@@ -175,10 +183,12 @@ def wait_active(job: Job, cloud, poll: Poll) -> None:
           f'queued resource {job.tpu} is {state or "gone"}: '
           f'{reason or "no reason given"} (gcloud compute tpus '
           f'queued-resources describe {job.tpu} --zone={job.zone}).')
+    check_deadline(job, poll, deadline, 'waiting for the queued resource')
     poll.clock.sleep(poll.seconds)
 
 
-def wait_ready(job: Job, cloud, poll: Poll) -> None:
+def wait_ready(job: Job, cloud, poll: Poll,
+               deadline: float | None = None) -> None:
   began = poll.clock.time()
   while True:
     state = cloud.node_state()
@@ -189,6 +199,7 @@ def wait_ready(job: Job, cloud, poll: Poll) -> None:
                         'first run.')
     print(f'TPU {job.tpu}: {state} (waited '
           f'{(poll.clock.time() - began) / 60:.0f} min)', flush=True)
+    check_deadline(job, poll, deadline, 'waiting for the TPU')
     poll.clock.sleep(poll.seconds)
 
 
@@ -231,9 +242,7 @@ def wait_for_run(job: Job, cloud, poll: Poll, index: int, retry: int,
       print(f'run {index}: no heartbeat for '
             f'{(now - status["heartbeat"]) / 60:.0f} min.', flush=True)
       return None, node
-    if deadline and now > deadline:
-      raise LaunchError(f'--max_hours={job.max_hours:g} reached during run '
-                        f'{index}.')
+    check_deadline(job, poll, deadline, f'during run {index}')
     poll.clock.sleep(poll.seconds)
 
 
@@ -245,7 +254,7 @@ def execute(job: Job, tarball: str, cloud, *, poll: Poll = Poll(),
   deadline = (poll.clock.time() + job.max_hours * 3600 if job.max_hours
               else None)
   try:
-    bring_up(job, cloud, poll, tarball)
+    bring_up(job, cloud, poll, tarball, deadline)
     for i in range(job.runs):
       retry, status = latest_attempt(job, cloud, i, max_retries)
       attempt = status.get('attempt') if status else None
@@ -269,7 +278,7 @@ def execute(job: Job, tarball: str, cloud, *, poll: Poll = Poll(),
               f'run {i} ended with exit {code} ({job.job_dir(i, retry)}/'
               f'{job_runner.LOG} has its output); not retried.')
         if action == 'recreate':
-          bring_up(job, cloud, poll, tarball)
+          bring_up(job, cloud, poll, tarball, deadline)
         retry, attempt = next_retry, None
       os.makedirs(job.result_dir(), exist_ok=True)
       cloud.call(collect(job, i, retry))

@@ -505,3 +505,51 @@ def test_the_job_runner_publishes_the_output_and_the_exit_code(tmp_path):
       'exited', 3, 'a1')
   assert state['heartbeat'] >= state['started']
   assert (tmp_path / 'log.txt').read_text() == 'step 1\n'
+
+
+def test_a_vanished_spot_node_is_recreated_and_its_run_rerun(cloud, gcs,
+                                                              tmp_path):
+  """Without a queued resource: `tpu-vm create --spot`, the node vanishes
+  mid-run, the launcher creates it again and reruns the run from scratch."""
+  server, _, vms = cloud
+  bucket = gcs.bucket('test')
+  os.environ['FAKE_LOGS'] = str(tmp_path)
+  (tmp_path / 'result_0.txt').write_text(':::MLLOG {}\n')
+  _, code = execute(cloud, tmp_path, {'0': ['vanished', 'success']},
+                    queued=False)
+  assert server.calls == [('create node', 'my-slice'),
+                          ('create node', 'my-slice'),
+                          ('delete nodes', 'my-slice')]
+  creates = [c for c in gcloud_calls(vms) if c[:4] == [
+      'compute', 'tpus', 'tpu-vm', 'create']]
+  assert len(creates) == 2 and all('--spot' in c for c in creates)
+  assert status(gcs, 'run_0')['exit_code'] == 143
+  assert status(gcs, 'run_0_retry1')['exit_code'] == 0
+  assert bucket.get_blob('runs/run_0_retry1/mlperf.log') is not None
+  assert code != 0  # One run cannot be scored (MLPerf asks for 5).
+
+
+class Clock:
+  """A clock that advances an hour at every sleep."""
+
+  def __init__(self):
+    self.now = 0.0
+
+  def time(self):
+    return self.now
+
+  def sleep(self, seconds):
+    self.now += 3600
+
+
+def test_max_hours_stops_a_queued_wait_and_deletes_the_request(
+    cloud, tmp_path, capfd):
+  server, _, _ = cloud
+  server.queued_walk = ['WAITING_FOR_RESOURCES']  # Never provisioned.
+  _, code = execute(cloud, tmp_path, {'0': ['success']}, clock=Clock(),
+                    max_hours=2)
+  assert code == 1
+  assert ('--max_hours=2 reached waiting for the queued resource'
+          in capfd.readouterr().err)
+  assert server.calls[-1] == ('delete queuedResources', 'my-slice')
+  assert server.queued == {}
