@@ -18,6 +18,7 @@ evaluates and saves (docs/architecture.md traces it file by file).
 """
 
 import dataclasses
+import math
 import os
 import sys
 import traceback
@@ -32,6 +33,7 @@ import tensorflow as tf
 from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
+from distribution import tpu_slices
 from input_pipeline import spatial as spatial_input
 from tools import gin_setup
 from tools import staged_files
@@ -125,7 +127,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
   check_writable(model_dir)
   partitioner = None
   if mesh.shape:
-    check_mesh_options(distribution=distribution, gradients=gradients,
+    check_mesh_options(mesh_shape=tuple(mesh.shape),
+                       distribution=distribution, gradients=gradients,
                        weight_update_sharding=weight_update_sharding,
                        deterministic=deterministic,
                        spatial_partitions=spatial_partitions)
@@ -176,9 +179,16 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
 
 
 def check_mesh_options(*, distribution, gradients, weight_update_sharding,
-                       deterministic, spatial_partitions):
+                       deterministic, spatial_partitions, mesh_shape=()):
   """A mesh replaces the strategy's replicas: options for replicas are
   errors, named before anything runs."""
+  if distribution.kind == 'tpu' and distribution.accelerator and mesh_shape:
+    want = tpu_slices.parse(distribution.accelerator, public=False).replicas
+    if math.prod(mesh_shape) != want:
+      raise ValueError(
+          f'MESH_SHAPE {tuple(mesh_shape)} has {math.prod(mesh_shape)} '
+          f'devices; the {distribution.accelerator} slice the experiment is '
+          f'for has {want} (a TPU mesh uses every device): change one.')
   if not deterministic:
     # DTensorDataset runs one copy of the input pipeline per device; the
     # devices that split one model must read the same examples.

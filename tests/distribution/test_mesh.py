@@ -183,6 +183,10 @@ def test_options_a_mesh_cannot_honour_are_named():
        "distribution kind is 'mirrored'"),
       (dict(distribution=strategies.StrategyConfig(kind='tpu', tpu='my-pod')),
        'one DTensor client on each host of the slice, each with --tpu=local'),
+      (dict(distribution=strategies.StrategyConfig(
+          kind='tpu', tpu='local', accelerator='v3-32'), mesh_shape=(8, 2)),
+       r'MESH_SHAPE \(8, 2\) has 16 devices; the v3-32 slice the experiment '
+       'is for has 32'),
       (dict(gradients=step_lib.GradientOptions(
           clip_norm=1.0, clip_before_allreduce=True)),
        'clip_before_allreduce clips each replica'),
