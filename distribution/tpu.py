@@ -21,7 +21,8 @@ import tensorflow as tf
 from distribution import tpu_slices
 from distribution.gce_metadata import metadata
 
-HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8) use --tpu=local; for a '
+HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8, v5litepod-8) use '
+        '--tpu=local; for a '
         'multi-host slice (v3-32 and larger) run on its worker 0 with '
         '--tpu=NAME.')
 # libtpu reads its compiler flags from here when the TPU is initialised in
