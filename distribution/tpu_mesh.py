@@ -97,7 +97,8 @@ def make_mesh(shape: tuple[int, ...], names: tuple[str, ...], tpu: str):
   problem = tpu_lib.local_tpu_problem()
   if problem:
     raise tpu_lib.TpuUnavailable(problem)
-  os.environ.update(dtensor_environment())
+  if 'DTENSOR_JOBS' not in os.environ:  # Set already on GKE (tools/gke.py).
+    os.environ.update(dtensor_environment())
   try:
     dtensor.initialize_accelerator_system('TPU')
   except (ValueError, RuntimeError) as e:

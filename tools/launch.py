@@ -38,6 +38,8 @@ then, in order:
 
 import dataclasses
 import io
+import json
+import os
 import shlex
 import subprocess
 import sys
@@ -48,6 +50,7 @@ from absl import flags
 
 from distribution import tpu_slices
 from tools import gcloud as gcloud_lib
+from tools import gke
 from training import exit_codes
 
 FLAGS = flags.FLAGS
@@ -273,6 +276,14 @@ def check_experiment_slice(gin_files, accelerator: str, tpu_slice) -> None:
 
 def job_from_flags(f=FLAGS) -> Job:
   tpu_slice = tpu_slices.parse(f.accelerator)
+  if f.backend not in ('tpu-vm', 'gke'):
+    raise ValueError(f'--backend={f.backend}: choose tpu-vm or gke.')
+  if f.backend == 'tpu-vm' and not (f.zone and f.project):
+    raise ValueError('--backend=tpu-vm needs --zone and --project.')
+  if f.backend == 'gke' and not f.image:
+    raise ValueError('--backend=gke needs --image: a container image with '
+                     f'this checkout in {gke.WORKDIR} and requirements-tpu.txt '
+                     'installed.')
   runtime = f.runtime or tpu_slice.image()
   tpu_slices.check_image(runtime, tpu_slice)
   if not f.model_dir.startswith('gs://'):
@@ -307,10 +318,40 @@ def job_from_flags(f=FLAGS) -> Job:
              install=f.install)
 
 
+def gke_train_command(job: Job, index: int) -> list[str]:
+  """train.py for run `index` in a GKE pod: bindings as arguments (no
+  shell in between), --tpu=local on every host."""
+  return ['python', 'train.py', *(f'--gin_file={g}' for g in job.gin_files),
+          *(f'--gin_param={p}' for p in job.gin_params),
+          f'--gin.SEED={index}', '--tpu=local',
+          f'--model_dir={job.run_dir(index)}']
+
+
+def write_gke_manifests(job: Job, image: str, folder: str) -> list[str]:
+  """One JobSet a run, as JSON (kubectl takes it as YAML); their paths."""
+  os.makedirs(folder, exist_ok=True)
+  paths = []
+  for i in range(job.runs):
+    name = f'{job.tpu}-run-{i}'
+    manifest = gke.jobset(name=name, tpu_slice=job.slice, image=image,
+                          command=gke_train_command(job, i), mesh=job.mesh)
+    path = os.path.join(folder, f'{name}.json')
+    with open(path, 'w') as out:
+      json.dump(manifest, out, indent=2)
+      out.write('\n')
+    paths.append(path)
+  return paths
+
+
 def main(argv, f=FLAGS):
   del argv
   try:
     job = job_from_flags(f)
+    if f.backend == 'gke':
+      gke.check(job.slice, job.mesh)
+      if f.execute:
+        raise ValueError('--backend=gke writes JobSet manifests for kubectl; '
+                         '--execute drives TPU VMs only.')
     if f.execute or f.preflight:
       from tools import preflight
       shards = [int(n) for n in f.data_shards]
@@ -319,6 +360,19 @@ def main(argv, f=FLAGS):
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return exit_codes.USER_ERROR
+  if f.backend == 'gke':
+    print(f'# {cost_line(job)}')
+    accelerator = gke.GKE_ACCELERATORS[job.slice.generation.name]
+    print(f'# GKE: a node pool of {job.slice.hosts} {accelerator} '
+          f'node{"s" if job.slice.hosts > 1 else ""}, topology '
+          f'{gke.topology(job.slice)}; one JobSet a run, applied one after '
+          'another (the exclusive-topology annotation holds the node pool).')
+    for i, path in enumerate(write_gke_manifests(job, f.image,
+                                                 f.manifest_dir)):
+      print(f'# run {i} (seed {i})\nkubectl apply -f {path}\n'
+            f'kubectl wait --for=condition=Completed --timeout=24h '
+            f'jobset/{job.tpu}-run-{i}')
+    return 0
   tarball = f'/tmp/{job.suite_dir}-{job.tpu}.tar.gz'
   print(f'# {cost_line(job)}')
   print(f'# image {job.runtime} ({tpu_slices.RUNTIMES_PAGE}, read '
@@ -379,11 +433,16 @@ def define_flags(flag_values=FLAGS):
        'the suite on the workers (relative to it).'),
       ('bool', 'install', True, 'Make a venv with requirements-tpu.txt on '
        'the workers; --noinstall uses --worker_python as is.'),
+      ('string', 'backend', 'tpu-vm', 'tpu-vm (Cloud TPU VMs, gcloud) or gke '
+       '(JobSet manifests for a TPU slice node pool, tools/gke.py).'),
+      ('string', 'image', '', 'gke: the container image (this checkout in '
+       '/suite, requirements-tpu.txt installed).'),
+      ('string', 'manifest_dir', 'jobsets', 'gke: where the manifests go.'),
       ('bool', 'execute', False, 'Run the commands (default: print).'),
       ('bool', 'preflight', False, 'Run the GCS preflight in a dry run.')):
     getattr(flags, f'DEFINE_{kind}')(name, default, text,
                                      flag_values=flag_values)
-  flags.mark_flags_as_required(['tpu', 'zone', 'project', 'model_dir'],
+  flags.mark_flags_as_required(['tpu', 'model_dir'],
                                flag_values=flag_values)
 
 
