@@ -159,6 +159,9 @@ class FakeCloudTpu:
           if state == 'FAILED':
             body['failedData'] = {'error': {'code': 8,
                                             'message': outer.failure}}
+          if state == 'SUSPENDED':
+            body['stateInitiator'] = 'SERVICE'
+            body['suspendedData'] = {}
           return self._send(200, {'name': v2[1:] + 'queuedResources/' + name,
                                   'state': body})
         prefix = f'/v1/projects/{PROJECT}/locations/{ZONE}/nodes/'

@@ -107,9 +107,9 @@ class GoogleCloud:
     reason = ''
     if state.state.name == 'FAILED':
       reason = state.failed_data.error.message
-    elif state.state.name == 'SUSPENDED':
-      reason = 'suspended by Cloud TPU (spot capacity reclaimed or the ' \
-               'valid-until time passed)'
+    elif state.state.name == 'SUSPENDED':  # The API gives no message.
+      reason = (f'suspended, initiated by {state.state_initiator.name} (a '
+                'spot request is suspended when its TPU is preempted)')
     return state.state.name, reason
 
   def job_status(self, index: int, retry: int) -> dict | None:

@@ -412,6 +412,17 @@ def test_a_failed_queued_resource_stops_with_its_reason_and_is_deleted(
   assert not any('ssh' in c for c in gcloud_calls(vms))
 
 
+def test_a_suspended_queued_resource_stops_with_who_suspended_it(
+    cloud, tmp_path, capfd):
+  server, _, _ = cloud
+  server.queued_walk = ['ACCEPTED', 'WAITING_FOR_RESOURCES', 'SUSPENDED']
+  _, code = execute(cloud, tmp_path, {'0': ['success']})
+  assert code == 1
+  assert ('error: queued resource my-slice is SUSPENDED: suspended, '
+          'initiated by SERVICE') in capfd.readouterr().err
+  assert server.queued == {}
+
+
 class Interrupt:
   """A clock whose sleep is interrupted (Ctrl-C) once a run is running."""
 
