@@ -306,9 +306,12 @@ def job_from_flags(f=FLAGS) -> Job:
                      'experiment (gin/*_pod.gin, gin/*_v3_32.gin) or add '
                      '--gin_file=gin/hardware/tpu.gin.')
   check_experiment_slice(f.gin_file, experiment.accelerator, tpu_slice)
+  params = tuple(f.gin_param)
+  if not experiment.accelerator:  # Any slice: the run checks and logs this.
+    params += (f"ACCELERATOR = '{tpu_slice.accelerator}'",)
   return Job(tpu=f.tpu, zone=f.zone, project=f.project, slice=tpu_slice,
              runtime=runtime, gin_files=tuple(f.gin_file),
-             gin_params=tuple(f.gin_param), model_dir=f.model_dir,
+             gin_params=params, model_dir=f.model_dir,
              runs=f.runs, benchmark=experiment.benchmark,
              mesh=bool(experiment.mesh_shape),
              system=f.system or tpu_slice.platform,

@@ -477,6 +477,17 @@ def test_a_restarted_launch_picks_up_finished_runs(cloud, gcs, tmp_path,
   assert code != 0  # One run cannot be scored (MLPerf asks for 5).
 
 
+def test_an_experiment_for_any_slice_is_bound_to_the_launched_one():
+  """gin/hardware/tpu.gin fits any slice: the launch binds the slice, so
+  the run checks its replicas and logs platform tpu-v5litepod-8."""
+  out = dry_run('v5litepod-8', '--gin_file=gin/hardware/tpu.gin',
+                gin_file='gin/resnet_quickstart.gin')
+  assert "#   ACCELERATOR = 'v5litepod-8'" in out
+  assert any(l.startswith('gcloud compute tpus tpu-vm ssh') and
+             '--gin_file=gin/hardware/tpu.gin --gin_file=launch.gin' in l
+             for l in out)
+
+
 def test_a_mesh_on_a_multi_host_slice_starts_on_every_host():
   """DTensor drives a slice with one client a host: every worker runs
   train.py with --tpu=local, worker k writing its status to job/worker_k."""
