@@ -183,6 +183,11 @@ class FakeCloudTpu:
             'code': 404, 'status': 'NOT_FOUND',
             'message': f'{what} {name} not found'}})
 
+      def _conflict(self, what, name):
+        return self._send(409, {'error': {
+            'code': 409, 'status': 'ALREADY_EXISTS',
+            'message': f'{what} {name} already exists'}})
+
       def _body(self):
         length = int(self.headers.get('Content-Length') or 0)
         return json.loads(self.rfile.read(length) or b'{}')
@@ -200,9 +205,7 @@ class FakeCloudTpu:
           name = params['nodeId']
           with outer.lock:
             if name in outer.nodes:
-              return self._send(409, {'error': {
-                  'code': 409, 'status': 'ALREADY_EXISTS',
-                  'message': f'node {name} already exists'}})
+              return self._conflict('node', name)
             outer.calls.append(('create node', name))
             outer.nodes[name] = node(
                 workers=hosts(body['acceleratorType']),
@@ -214,9 +217,7 @@ class FakeCloudTpu:
           spec = body['tpu']['nodeSpec'][0]
           with outer.lock:
             if name in outer.queued:
-              return self._send(409, {'error': {
-                  'code': 409, 'status': 'ALREADY_EXISTS',
-                  'message': f'queued resource {name} already exists'}})
+              return self._conflict('queued resource', name)
             outer.calls.append(('create queued resource', name))
             outer.queued[name] = {
                 'walk': list(outer.queued_walk), 'body': body,

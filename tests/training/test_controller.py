@@ -112,6 +112,12 @@ def test_no_eval_before_first_eval_step_except_at_the_end():
   assert result.status == 'aborted'
 
 
+def test_an_eval_offset_moves_every_evaluation_and_block():
+  c, _, _, _ = make(eval_offset_steps=2, quality_at=lambda s: 0.0)
+  result = c.run()
+  assert [e[0] for e in result.evals] == [2, 6, 10, 14, 18, 20]
+
+
 def test_periodic_checkpoints_and_no_duplicate_final_save():
   c, ckpt, _, _ = make(checkpoint_every_steps=4, quality_at=lambda s: 0.0)
   c.run()
@@ -165,6 +171,9 @@ def test_a_user_action_can_stop_the_run():
      r'of `steps_per_loop` \(2\)'),
     (dict(checkpoint_every_steps=3), r'`checkpoint_every_steps` \(3\)'),
     (dict(steps_per_loop=0), '`steps_per_loop` must be positive'),
+    (dict(eval_offset_steps=3), r'`eval_offset_steps` \(3\) must be a '
+     r'multiple of `steps_per_loop` \(2\) below `eval_every_steps` \(4\)'),
+    (dict(eval_offset_steps=4), r'`eval_offset_steps` \(4\)'),
 ])
 def test_schedule_mistakes_are_named(schedule, message):
   with pytest.raises(ValueError, match=message):
