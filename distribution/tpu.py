@@ -48,6 +48,10 @@ def _first_line(error: Exception) -> str:
   return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+def has_tpu_devices(devices=DEVICE_FILES) -> bool:
+  return any(glob.glob(pattern) for pattern in devices)
+
+
 def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
                       ) -> str | None:
   """Why `--tpu=local` cannot work here, or None when TPU devices exist.
@@ -55,7 +59,7 @@ def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
   Says what was found: the TPU device files, whether TensorFlow's TPU
   support (libtpu) is installed, and what the metadata server says.
   """
-  if any(glob.glob(pattern) for pattern in devices):
+  if has_tpu_devices(devices):
     return None
   libtpu = importlib.util.find_spec('libtpu') is not None
   build = ('libtpu is installed' if libtpu else
@@ -161,7 +165,7 @@ def detect_runtime(*, devices=DEVICE_FILES,
   """
   if isinstance(devices, str):
     devices = (devices,)
-  if not any(glob.glob(pattern) for pattern in devices):
+  if not has_tpu_devices(devices):
     return '', 'CPU: no TPU on this machine (the quickstart runs on the CPU).'
   accelerator = metadata('instance/attributes/accelerator-type', timeout)
   try:

@@ -21,6 +21,8 @@ confirmed here. Never applied to a cluster (no GKE here); the manifests are
 checked against the JobSet and Kubernetes schemas in the tests.
 """
 
+import math
+
 from distribution import tpu_slices
 from distribution import tpu_mesh
 
@@ -34,21 +36,14 @@ def topology(tpu_slice: tpu_slices.Slice) -> str:
   """The node pool's chip topology GKE names for a slice (v4/v5p: AxBxC,
   v5e/v6e: AxB): the smallest axis doubled until the chips fit."""
   dims = [1, 1] if tpu_slice.generation.name in ('v5e', 'v6e') else [2, 2, 1]
-  while _product(dims) < tpu_slice.chips:
+  while math.prod(dims) < tpu_slice.chips:
     smallest = min(dims)
     i = len(dims) - 1 - dims[::-1].index(smallest)
     dims[i] *= 2
-  if _product(dims) != tpu_slice.chips:
+  if math.prod(dims) != tpu_slice.chips:
     raise ValueError(f'--accelerator={tpu_slice.accelerator}: GKE topologies '
                      'here are powers of two chips.')
   return 'x'.join(map(str, dims))
-
-
-def _product(dims):
-  out = 1
-  for d in dims:
-    out *= d
-  return out
 
 
 def check(tpu_slice: tpu_slices.Slice, mesh: bool) -> None:

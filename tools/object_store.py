@@ -7,6 +7,8 @@ runner on a TPU VM before train.py imports TensorFlow).
 
 import os
 
+from tools import preflight
+
 _CLIENT = []
 
 
@@ -14,7 +16,7 @@ def _blob(path: str):
   from google.cloud import storage
   if not _CLIENT:
     _CLIENT.append(storage.Client())
-  bucket, _, name = path[len('gs://'):].partition('/')
+  bucket, name = preflight.split(path)
   return _CLIENT[0].bucket(bucket).blob(name)
 
 
