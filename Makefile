@@ -38,6 +38,14 @@ transformer_data: data/transformer_quickstart/metadata.json
 transformer_quickstart: venv transformer_data
 	$(PY) train.py --gin_file=gin/transformer_quickstart.gin --model_dir=runs/transformer_$$(date +%Y%m%d_%H%M%S)
 
+data/ssd_quickstart/categories.json: | $(VENV)/.installed
+	$(PY) -m tools.build_ssd_quickstart_data --output_dir=data/ssd_quickstart
+
+ssd_data: data/ssd_quickstart/categories.json
+
+ssd_quickstart: venv ssd_data
+	$(PY) train.py --gin_file=gin/ssd_quickstart.gin --model_dir=runs/ssd_$$(date +%Y%m%d_%H%M%S)
+
 quickstart: venv data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
@@ -47,4 +55,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow" tests
 
-.PHONY: venv garden_venv data bert_data transformer_data quickstart bert_quickstart transformer_quickstart test test-fast
+.PHONY: venv garden_venv data bert_data transformer_data ssd_data quickstart bert_quickstart transformer_quickstart ssd_quickstart test test-fast

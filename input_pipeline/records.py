@@ -68,7 +68,8 @@ def check_features(path: str, features: dict, *, fix: str) -> dict:
 
   Args:
     path: a TFRecord file.
-    features: name -> tf.io.FixedLenFeature.
+    features: name -> tf.io.FixedLenFeature (its length checked) or
+      tf.io.VarLenFeature (any length).
     fix: what the user should do, appended to the message.
 
   Returns:
@@ -83,6 +84,8 @@ def check_features(path: str, features: dict, *, fix: str) -> dict:
       if name not in present:
         raise ValueError(f'Record 0 of {path} has no feature {name!r} (it has '
                          f'{sorted(present)}). {fix}')
+      if isinstance(spec, tf.io.VarLenFeature):
+        continue
       f = present[name]
       length = len(f.int64_list.value or f.float_list.value or
                    f.bytes_list.value)

@@ -10,7 +10,7 @@ checkpoints with a prefix or other names. Optimizer slots in the checkpoint
 
 from typing import Callable
 
-import tensorflow as tf
+from models import named_checkpoint
 
 
 def load_tf1_checkpoint(model, path: str, *,
@@ -32,27 +32,8 @@ def load_tf1_checkpoint(model, path: str, *,
     ValueError: naming the missing variables, or a variable whose shape
       differs with both shapes.
   """
-  if tf.io.gfile.isdir(path):
-    path = tf.train.latest_checkpoint(path) or path
-  try:
-    reader = tf.train.load_checkpoint(path)
-  except (tf.errors.NotFoundError, ValueError) as e:
-    raise ValueError(f'No checkpoint at {path} ({e}). Check INIT_CHECKPOINT.'
-                     ) from e
-  shapes = reader.get_variable_to_shape_map()
-  missing = [name_map(n) for n in model.params if name_map(n) not in shapes]
-  if missing:
-    raise ValueError(
-        f'{path} lacks {len(missing)} of the model\'s variables, e.g. '
-        f'{missing[:3]}. It is not a BERT checkpoint of this layout, or the '
-        'name map is wrong.')
-  for name, var in model.params.items():
-    want, have = tuple(var.shape), tuple(shapes[name_map(name)])
-    if want != have:
-      raise ValueError(
-          f'Variable {name}: shape {have} in checkpoint {path} but {want} in '
-          'the model. Make the BERT config (size, vocab_size, '
-          'max_position_embeddings) match the checkpoint.')
-  for name, var in model.params.items():
-    var.assign(reader.get_tensor(name_map(name)))
-  return len(model.params)
+  return named_checkpoint.load_named_variables(
+      model.params, path, name_map=name_map,
+      what='a BERT checkpoint of this layout', flag='INIT_CHECKPOINT',
+      fix_shapes='Make the BERT config (size, vocab_size, '
+      'max_position_embeddings) match the checkpoint.')

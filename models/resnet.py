@@ -28,6 +28,7 @@ class ResNet(tf.Module):
                bn_momentum: float = 0.9, bn_epsilon: float = 1e-5,
                bn_group_size: int = 0, compute_dtype: str = 'float32',
                kernel_init_scale: float = 1.0, spatial_partitions: int = 1,
+               stage_strides: tuple = (1, 2, 2, 2), classifier: bool = True,
                seed: int = 0):
     """Args:
       depth: 18, 34, 50 or 101.
@@ -47,12 +48,20 @@ class ResNet(tf.Module):
       spatial_partitions: in training, each image arrives split along its
         height over this many consecutive replicas (models/spatial.py;
         the runtime's input does the split); evaluation sees whole images.
+      stage_strides: the first block's stride in each stage; fewer entries
+        build fewer stages (SSD's backbone: (1, 2, 1), three stages, the
+        third at stride 1).
+      classifier: build the pooled classifier (`resnet/fc`); without it the
+        model is a backbone and only `features` is called.
       seed: initialisation seed.
     """
     super().__init__(name='resnet')
     if depth not in STAGE_BLOCKS:
       raise ValueError(f'ResNet `depth` must be one of {sorted(STAGE_BLOCKS)}, '
                        f'got {depth}.')
+    if not 1 <= len(stage_strides) <= 4:
+      raise ValueError(f'ResNet `stage_strides` needs 1 to 4 stages, got '
+                       f'{stage_strides}.')
     self.depth, self.num_classes = depth, num_classes
     self.dtype = layers.compute_dtype(compute_dtype)
     self.bn_momentum, self.bn_epsilon = bn_momentum, bn_epsilon
@@ -81,10 +90,10 @@ class ResNet(tf.Module):
     self.blocks = []
     channels = stem
     expansion = 4 if self.bottleneck else 1
-    for s, n in enumerate(STAGE_BLOCKS[depth]):
+    for s, n in enumerate(STAGE_BLOCKS[depth][:len(stage_strides)]):
       filters = width(64 * 2**s)
       for b in range(n):
-        stride = 2 if (s > 0 and b == 0) else 1
+        stride = stage_strides[s] if b == 0 else 1
         name = f'resnet/stage{s + 1}/block{b}'
         out = filters * expansion
         projection = stride != 1 or channels != out
@@ -92,6 +101,9 @@ class ResNet(tf.Module):
                          zero_init_last_bn_gamma)
         self.blocks.append((name, stride, projection))
         channels = out
+    self.out_channels = channels
+    if not classifier:
+      return
     self.params['resnet/fc/kernel'] = self._var(
         'resnet/fc/kernel', tf.random.stateless_normal(
             [channels, num_classes], seed=self._next_seed(), stddev=0.01))
@@ -153,6 +165,28 @@ class ResNet(tf.Module):
       (logits, state_updates) with state_updates a dict name -> value ({} in
       eval).
     """
+    x, updates, partitioned = self.features(images, training=training)
+    spatial = self.spatial
+    if partitioned:  # The mean over whole images: the group's slices.
+      x = spatial.group_sum(tf.reduce_sum(tf.cast(x, tf.float32), [1, 2])) / (
+          x.shape[1] * spatial.partitions * x.shape[2])
+      x = tf.cast(x, self.dtype)
+    else:
+      x = tf.reduce_mean(x, axis=[1, 2])
+    logits = tf.matmul(x, tf.cast(self.params['resnet/fc/kernel'], self.dtype))
+    if self._flops is not None:
+      self._flops += 2 * x.shape[1] * self.num_classes
+    logits = tf.cast(logits, tf.float32) + self.params['resnet/fc/bias']
+    return logits, updates
+
+  def features(self, images, *, training: bool):
+    """The last stage's feature map (in the compute dtype).
+
+    Returns:
+      (features, state_updates, partitioned): `partitioned` says the map is
+      still this replica's height slice (spatial partitioning in training);
+      otherwise it is whole.
+    """
     weights = {k: tf.cast(v, self.dtype) if k.endswith('/kernel') else v
                for k, v in self.params.items()}
     updates = {}
@@ -210,17 +244,7 @@ class ResNet(tf.Module):
         y = bn(conv(x, f'{name}/conv1', stride), f'{name}/bn1')
         y = bn(conv(y, f'{name}/conv2'), f'{name}/bn2', relu=False)
       x = tf.nn.relu(y + shortcut)
-    if partitioned:  # The mean over whole images: the group's slices.
-      x = spatial.group_sum(tf.reduce_sum(tf.cast(x, tf.float32), [1, 2])) / (
-          x.shape[1] * spatial.partitions * x.shape[2])
-      x = tf.cast(x, self.dtype)
-    else:
-      x = tf.reduce_mean(x, axis=[1, 2])
-    logits = tf.matmul(x, weights['resnet/fc/kernel'])
-    if self._flops is not None:
-      self._flops += 2 * x.shape[1] * self.num_classes
-    logits = tf.cast(logits, tf.float32) + weights['resnet/fc/bias']
-    return logits, updates
+    return x, updates, partitioned
 
   def forward_flops(self, image_size: int) -> int:
     """Multiply-add FLOPs (2 per MAC) of one example's forward pass."""

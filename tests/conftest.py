@@ -102,3 +102,14 @@ def translation_data(tmp_path_factory):
   out = tmp_path_factory.mktemp('translation')
   metadata = build_translation_data.quickstart(str(out))
   return str(out), metadata
+
+
+@pytest.fixture(scope='session')
+def ssd_data(tmp_path_factory):
+  """A small SSD set (tools.build_ssd_quickstart_data through
+  tools.convert_coco): 40 training canvases, the eval canvases of 40
+  held-out digits."""
+  from tools import build_ssd_quickstart_data
+  out = tmp_path_factory.mktemp('ssd_data')
+  build_ssd_quickstart_data.build(str(out), train_canvases=40, eval_digits=40)
+  return str(out)

@@ -59,11 +59,12 @@ def wmt_metadata(tmp_path):
 
 
 def pod_hyperparameters(gin_file, num_eval_examples, build_model=False,
-                        data_dir='/nowhere', num_replicas=8192):
+                        data_dir='/nowhere', num_replicas=8192,
+                        checkpoint_macro='INIT_CHECKPOINT'):
   gin.clear_config()
   try:
     gin_setup.parse([gin_file], [f"DATA_DIR = '{data_dir}'",
-                                 "INIT_CHECKPOINT = ''"])
+                                 f"{checkpoint_macro} = ''"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     optimizer = gin.query_parameter(
         'train.train.optimizer').scoped_configurable_fn()
@@ -241,3 +242,72 @@ def test_v3_32_resnet_schedule_and_eval_cadence_are_googles():
   assert [task.mlperf_epoch_num(s, 4096) for s in evals[:3]] == [2, 6, 10]
   assert schedule.next_eval_step(0, total) == 936
   assert schedule.next_eval_step(936, total) == 2184
+
+
+# Google/results/tpu-v3-8192-TF/ssd/result_0.txt and tpu-v4-16-TF/ssd.
+GOOGLE_SSD = {
+    'global_batch_size': 4096, 'opt_base_learning_rate': 0.00125,
+    'opt_learning_rate_decay_boundary_epochs': [72, 90],
+    'opt_weight_decay': 0.0005, 'model_bn_span': 64, 'max_samples': 50,
+    'train_samples': 118287, 'eval_samples': 5000,
+    'opt_learning_rate_warmup_factor': 128.0,
+    'opt_learning_rate_warmup_steps': 721,
+}
+GOOGLE_SSD_V4_16 = {
+    'global_batch_size': 1024, 'opt_base_learning_rate': 0.0031,
+    'opt_learning_rate_decay_boundary_epochs': [40, 50],
+    'opt_weight_decay': 0.0005, 'max_samples': 50, 'train_samples': 118287,
+    'eval_samples': 5000, 'opt_learning_rate_warmup_factor': 32.0,
+    'opt_learning_rate_warmup_steps': 577,
+    # Google: 64 (16 shards of 64, statistics per shard); here 8 replicas
+    # of 128 (TPUStrategy sees a v4 chip as one device), per replica.
+    'model_bn_span': 128,
+}
+# ssd_constants.CLASS_INV_MAP: COCO 2017's 80 category ids.
+COCO_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19,
+            20, 21, 22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38,
+            39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55,
+            56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75,
+            76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90)
+
+
+@pytest.mark.parametrize('gin_file, replicas, google', [
+    # 8192 cores in groups of SPATIAL_PARTITIONS = 2: 4096 data-parallel.
+    ('gin/ssd_pod.gin', 4096, GOOGLE_SSD),
+    ('gin/ssd_v4_16.gin', 8, GOOGLE_SSD_V4_16),
+])
+def test_ssd_pod_configs_log_googles_values(tmp_path, gin_file, replicas,
+                                            google):
+  (tmp_path / 'categories.json').write_text(json.dumps(
+      [{'id': i, 'name': str(i)} for i in COCO_IDS]))
+  gin.clear_config()
+  try:
+    gin_setup.parse([gin_file], [f"DATA_DIR = '{tmp_path}'",
+                                 "BACKBONE_CHECKPOINT = ''"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    model = task.build_model()
+    assert model.num_classes == 81 and model.dtype == 'bfloat16'
+  finally:
+    gin.clear_config()
+  logged, lr = pod_hyperparameters(gin_file, 5000, build_model=True,
+                                    data_dir=str(tmp_path),
+                                    num_replicas=replicas,
+                                    checkpoint_macro='BACKBONE_CHECKPOINT')
+  for key, value in google.items():
+    assert logged[key] == pytest.approx(value), (key, logged[key], value)
+  # ssd_model.learning_rate_schedule in NumPy: linear warmup to base x
+  # batch / 32, then x1, x0.1, x0.01 from int(epochs x steps_per_epoch).
+  batch, base = google['global_batch_size'], google['opt_base_learning_rate']
+  spe = 118287 / batch
+  warmup = google['opt_learning_rate_warmup_steps']
+  first, second = (int(e * spe) for e in
+                   google['opt_learning_rate_decay_boundary_epochs'])
+  peak = base * batch / 32
+  for step in (0, 1, warmup - 1, warmup, first - 1, first, second, 3000):
+    want = (step / warmup * peak if step < warmup else
+            peak * (1 if step < first else 0.1 if step < second else 0.01))
+    assert float(lr(step)) == pytest.approx(want, rel=1e-6), step
+  # Google logs eval epoch_num (cur_step + 145) // 28: 5, 10, ... (pod).
+  if gin_file == 'gin/ssd_pod.gin':
+    assert [task.mlperf_epoch_num(s, 4096) for s in (145, 290, 2755)] == [
+        5.0, 10.0, 98.0]

@@ -136,10 +136,25 @@ class SgdMomentum(_Optimizer):
 
   slot_names = ('momentum',)
 
+  MLPERF_KEYS = ('resnet', 'ssd')
+
   def __init__(self, *, exclude, momentum: float = 0.9,
-               weight_decay: float = 1e-4):
+               weight_decay: float = 1e-4, mlperf_keys: str = 'resnet'):
+    """Args:
+      exclude: name -> True for variables without weight decay.
+      momentum: heavy-ball momentum.
+      weight_decay: L2 coefficient (its gradient wd x w joins each
+        replica's gradient before the all-reduce, as Google's SSD adds it).
+      mlperf_keys: which benchmark's hyper-parameter keys to log: 'resnet'
+        (sgd_opt_...) or 'ssd' (opt_base_learning_rate,
+        opt_learning_rate_warmup_factor, ... from training.schedules.
+        GoogleSsdV07).
+    """
+    if mlperf_keys not in self.MLPERF_KEYS:
+      raise ValueError(f'`mlperf_keys` must be one of {self.MLPERF_KEYS}, '
+                       f'got {mlperf_keys!r}.')
     super().__init__(weight_decay=weight_decay, exclude=exclude)
-    self.momentum = momentum
+    self.momentum, self.mlperf_keys = momentum, mlperf_keys
 
   def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
     del step, decay, norm  # Weight decay is in the loss.
@@ -148,6 +163,15 @@ class SgdMomentum(_Optimizer):
     return var - lr * new_slot, [new_slot]
 
   def mlperf_params(self, schedule) -> dict:
+    if self.mlperf_keys == 'ssd':
+      d = schedule.describe()
+      return {
+          'opt_base_learning_rate': d['base_learning_rate'],
+          'opt_weight_decay': self.weight_decay,
+          'opt_learning_rate_warmup_factor': d['warmup_factor'],
+          'opt_learning_rate_warmup_steps': d['warmup_steps'],
+          'opt_learning_rate_decay_boundary_epochs': d['boundary_epochs'],
+      }
     return {
         'opt_name': 'sgd',
         **_schedule_keys(schedule, 'sgd_'),

@@ -237,3 +237,48 @@ class GoogleLarsV07:
             'decay_power': self.power, 'decay_steps': self.decay_steps,
             'warmup_steps': self.warmup_steps,
             'warmup_epochs': self.warmup_epochs}
+
+
+class GoogleSsdV07:
+  """Google's MLPerf v0.7 SSD schedule (ssd_model.py
+  `learning_rate_schedule`): the base rate scaled by batch / 32, reached
+  linearly from 0 over int(warmup_epochs x steps_per_epoch) steps, then x1,
+  x0.1 and x0.01 from the boundary epochs' steps (each int(epochs x
+  steps_per_epoch), steps_per_epoch = examples / batch as a float).
+  """
+
+  def __init__(self, *, base: float, warmup_epochs: float,
+               boundary_epochs: tuple, global_batch_size: int,
+               steps_per_epoch: float, total_steps: int,
+               reference_batch: float = 32.0):
+    if len(boundary_epochs) != 2:
+      raise ValueError(f'`boundary_epochs` needs the two drop epochs, got '
+                       f'{boundary_epochs}.')
+    if not steps_per_epoch:
+      raise ValueError('GoogleSsdV07 counts in epochs: the data must know '
+                       'its epoch size (num_train_examples).')
+    self.base, self.warmup_epochs = base, warmup_epochs
+    self.boundary_epochs = tuple(boundary_epochs)
+    self.factor = global_batch_size / reference_batch
+    self.warmup_steps = int(warmup_epochs * steps_per_epoch)
+    self.boundaries = [int(e * steps_per_epoch) for e in boundary_epochs]
+    self.decay_steps = total_steps
+    if self.warmup_steps < 1:
+      raise ValueError(f'`warmup_epochs` ({warmup_epochs}) is under one step '
+                       f'({steps_per_epoch:.3g} steps an epoch).')
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    peak = self.base * self.factor
+    lr = step / self.warmup_steps * peak
+    for mult, start in ((1.0, self.warmup_steps),
+                        (0.1, self.boundaries[0]), (0.01, self.boundaries[1])):
+      lr = tf.where(step < start, lr, peak * mult)
+    return lr
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'warmup_factor': self.factor,
+            'warmup_steps': self.warmup_steps,
+            'warmup_epochs': self.warmup_epochs,
+            'boundary_epochs': list(self.boundary_epochs),
+            'decay_steps': self.decay_steps}

@@ -1,0 +1,233 @@
+"""The SSD detection task: model, inputs, loss, NMS on the device, COCO mAP.
+
+Google's MLPerf v0.7 `ssd_model.py` read line by line:
+
+- Loss per image: smooth-L1 (Huber, delta 1) over the four codes of every
+  matched default box, plus softmax cross-entropy over the matched boxes
+  and the 3 x matched hardest negatives (every negative whose loss is at
+  least the k-th largest, as `_topk_mask`'s binary search selects), both
+  divided by the image's matched boxes; the mean over images (their
+  `reduce_mean` and CrossShardOptimizer's mean over replicas): the share of
+  the global mean per image.
+- Eval on the device: softmax scores, boxes decoded against the default
+  boxes, per class the 200 best-scoring boxes, scores of 0.05 or less
+  dropped, greedy NMS at IoU 0.5, then the 200 best over all classes; boxes
+  in the original image's pixels as (x, y, w, h). Their TPU NMS is tiled;
+  the greedy loop here keeps the same boxes (each box is kept unless a
+  kept, better-scoring box of its class overlaps it by IoU >= 0.5), checked
+  against their NumPy `decode_single` in the tests.
+- COCO mAP on the host (models/coco_metric.py), over every image of the
+  eval annotation file.
+"""
+
+import tensorflow as tf
+
+from input_pipeline import records
+from input_pipeline.coco import CocoInput
+from models import coco_metric
+from models import ssd as ssd_lib
+from models import ssd_boxes
+from training import losses
+
+# ssd_constants.py.
+NORMALIZATION_MEAN = (0.485, 0.456, 0.406)
+NORMALIZATION_STD = (0.229, 0.224, 0.225)
+NEGS_PER_POSITIVE = 3
+MAX_NUM_EVAL_BOXES = 200
+MIN_SCORE = 0.05
+OVERLAP_CRITERIA = 0.5
+
+
+def normalize(image):
+  """[0, 1] images to the ImageNet mean and stddev (on the device)."""
+  return ((tf.cast(image, tf.float32) - tf.constant(NORMALIZATION_MEAN)) /
+          tf.constant(NORMALIZATION_STD))
+
+
+def detection_loss(class_logits, box_codes, classes, boxes, num_matched):
+  """Google's `detection_loss` per image: [b] (box + class loss) / matched.
+
+  Args:
+    class_logits: [b, N, C]; box_codes: [b, N, 4] predictions.
+    classes: [b, N] int32 targets (0 background); boxes: [b, N, 4] targets.
+    num_matched: [b] matched default boxes.
+  """
+  positive = tf.cast(classes > 0, tf.float32)
+  diff = tf.abs(box_codes - boxes)
+  huber = tf.where(diff < 1.0, 0.5 * tf.square(diff), diff - 0.5)
+  box_loss = tf.reduce_sum(tf.reduce_sum(huber, -1) * positive, -1)
+  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      classes, class_logits)
+  negative = cross_entropy * (1.0 - positive)
+  k = tf.minimum(tf.cast(num_matched, tf.int32) * NEGS_PER_POSITIVE,
+                 tf.shape(classes)[1])
+  ranked = tf.sort(tf.stop_gradient(negative), axis=-1, direction='DESCENDING')
+  kth = tf.gather(ranked, tf.maximum(k - 1, 0), batch_dims=1)
+  hard = tf.cast(tf.stop_gradient(negative) >= kth[:, None], tf.float32)
+  hard = tf.where((k > 0)[:, None], hard, 0.0)
+  class_loss = tf.reduce_sum(cross_entropy * (positive + hard), -1)
+  return (box_loss + class_loss) / tf.maximum(num_matched, 1.0)
+
+
+def greedy_nms(boxes, valid, threshold: float):
+  """Keeps, in score order, each valid box no kept box overlaps by IoU >=
+  threshold. boxes [..., K, 4] sorted by score, valid [..., K] -> keep."""
+  ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=-1)
+  area = (ymax - ymin) * (xmax - xmin)
+  height = tf.maximum(0.0, tf.minimum(ymax[..., :, None], ymax[..., None, :]) -
+                      tf.maximum(ymin[..., :, None], ymin[..., None, :]))
+  width = tf.maximum(0.0, tf.minimum(xmax[..., :, None], xmax[..., None, :]) -
+                     tf.maximum(xmin[..., :, None], xmin[..., None, :]))
+  inter = height * width
+  overlap = inter / (area[..., :, None] + area[..., None, :] - inter + 1e-8)
+  suppresses = overlap >= threshold  # [..., K (kept), K (candidate)]
+  count = boxes.shape[-2]
+
+  def body(i, keep):
+    hit = tf.reduce_any(keep & tf.gather(suppresses, i, axis=-1), axis=-1)
+    take = tf.gather(valid, i, axis=-1) & ~hit
+    return i + 1, keep | (tf.one_hot(i, count, on_value=True,
+                                     off_value=False) & take[..., None])
+
+  _, keep = tf.while_loop(lambda i, _: i < count, body,
+                          (tf.constant(0), tf.zeros_like(valid)))
+  return keep
+
+
+def detect(class_logits, box_codes, anchors, raw_shape):
+  """Detections of a batch: boxes [b, D, 4] (x, y, w, h in the original
+  image's pixels), scores [b, D] (0: empty slot), classes [b, D] (1..K)."""
+  scores = tf.nn.softmax(class_logits, axis=-1)[..., 1:]  # No background.
+  decoded = ssd_boxes.decode(box_codes, anchors)
+  top_scores, top_index = tf.math.top_k(
+      tf.transpose(scores, [0, 2, 1]), MAX_NUM_EVAL_BOXES)  # [b, K, D]
+  top_boxes = tf.gather(decoded, top_index, batch_dims=1)  # [b, K, D, 4]
+  valid = top_scores > MIN_SCORE
+  keep = greedy_nms(top_boxes, valid, OVERLAP_CRITERIA)
+  kept_scores = tf.where(keep, top_scores, 0.0)
+  batch, classes = tf.shape(kept_scores)[0], kept_scores.shape[1]
+  flat_scores = tf.reshape(kept_scores, [batch, -1])
+  best, where = tf.math.top_k(flat_scores, MAX_NUM_EVAL_BOXES)
+  best_boxes = tf.gather(tf.reshape(top_boxes, [batch, -1, 4]), where,
+                         batch_dims=1)
+  del classes
+  labels = where // MAX_NUM_EVAL_BOXES + 1
+  height = tf.cast(raw_shape[:, 0:1], tf.float32)
+  width = tf.cast(raw_shape[:, 1:2], tf.float32)
+  ymin, xmin, ymax, xmax = tf.unstack(best_boxes, axis=-1)
+  xywh = tf.stack([xmin * width, ymin * height, (xmax - xmin) * width,
+                   (ymax - ymin) * height], axis=-1)
+  return xywh, best, labels
+
+
+class SsdTask:
+  """COCO detection with SSD300-ResNet34 and box mAP. Implements
+  training.task.Task."""
+
+  mlperf_benchmark = 'ssd'
+  spatial_feature = 'image'  # Split by SPATIAL_PARTITIONS.
+  quality_name = 'COCO box mAP'
+  eval_sum_names = ('examples',)
+  eval_output_dtypes = {'image_id': tf.int32, 'boxes': tf.float32,
+                        'scores': tf.float32, 'classes': tf.int32,
+                        'mask': tf.float32}
+  higher_is_better = True
+
+  def __init__(self, *, model, data: CocoInput, target_map: float = 0.23,
+               backbone_checkpoint: str = '', metric_processes: int = 4):
+    """Args:
+      model: builds the SSD (gin: `@models.ssd.SSD`, no call); its classes
+        come from the data.
+      data: the input pipeline.
+      target_map: COCO box mAP that ends the run (MLPerf: 0.23).
+      backbone_checkpoint: a ResNet-34 checkpoint to start the backbone
+        from ('' = random; MLPerf starts from an ImageNet-trained one).
+      metric_processes: host processes of the COCO evaluation.
+    """
+    self._build_model = model
+    self.data = data
+    self.target_quality = target_map
+    self.backbone_checkpoint = backbone_checkpoint
+    self.metric_processes = metric_processes
+    self._anchors = ssd_boxes.default_boxes(data.geometry)
+    self._bn_group_size = None
+    self._partitions = 1
+    self._metric = None
+
+  def build_model(self) -> ssd_lib.SSD:
+    model = self._build_model(num_classes=self.data.num_classes,
+                              geometry=self.data.geometry)
+    if self.backbone_checkpoint:
+      ssd_lib.load_backbone(model, self.backbone_checkpoint)
+    self._bn_group_size = model.backbone.bn_sync.group_size
+    self._partitions = model.spatial.partitions
+    return model
+
+  def loss_share(self, model, batch):
+    class_logits, box_codes, updates = model(normalize(batch['image']),
+                                             training=True)
+    per_image = detection_loss(class_logits, box_codes, batch['classes'],
+                               batch['boxes'], batch['num_matched'])
+    return losses.share_of_global_mean(per_image), updates
+
+  def eval_sums(self, model, batch) -> dict:
+    del model
+    return {'examples': tf.reduce_sum(batch['mask'])}
+
+  def eval_outputs(self, model, batch) -> dict:
+    class_logits, box_codes, _ = model(normalize(batch['image']),
+                                       training=False)
+    boxes, scores, classes = detect(class_logits, box_codes, self._anchors,
+                                    batch['raw_shape'])
+    return {'image_id': batch['image_id'], 'boxes': boxes, 'scores': scores,
+            'classes': classes, 'mask': batch['mask']}
+
+  def host_metric(self) -> coco_metric.CocoMetric:
+    if self._metric is None:
+      self._metric = coco_metric.CocoMetric(
+          annotation_file=self.data.eval_annotations,
+          category_ids=self.data.category_ids,
+          processes=self.metric_processes)
+    return self._metric
+
+  @staticmethod
+  def quality(metrics: dict) -> float:
+    return float(metrics['AP'])
+
+  def mlperf_params(self, *, per_replica_batch_size: int,
+                    num_replicas: int) -> dict:
+    # Batch-norm groups count replicas (devices); under spatial
+    # partitioning a data-parallel replica is a group of partitions.
+    groups = (self._bn_group_size // self._partitions if self._bn_group_size
+              else num_replicas)
+    return {'model_bn_span': per_replica_batch_size * min(groups,
+                                                          num_replicas),
+            # The crop's 50 candidate windows a pass.
+            'max_samples': 50}
+
+  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
+    """Whole epochs of whole steps, as Google's log counts them
+    (cur_step // (118287 // 4096))."""
+    steps = max(1, int(self.data.steps_per_epoch(global_batch_size)))
+    return float(step // steps)
+
+  def explain_input_error(self, error: Exception) -> str | None:
+    return records.explain_data_loss(
+        error, (self.data.train_files, self.data.eval_files))
+
+  def serving_fn(self, model):
+    """Images ([0, 1] floats) and their original (height, width) ->
+    detections."""
+    size = self.data.geometry.image_size
+    anchors = self._anchors
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, size, size, 3], tf.float32, name='images'),
+        tf.TensorSpec([None, 2], tf.int32, name='raw_shape')])
+    def serve(images, raw_shape):
+      class_logits, box_codes, _ = model(normalize(images), training=False)
+      boxes, scores, classes = detect(class_logits, box_codes, anchors,
+                                      raw_shape)
+      return {'boxes': boxes, 'scores': scores, 'classes': classes}
+
+    return serve

@@ -1,0 +1,132 @@
+"""SSD's COCO pipelines: Google's crop in NumPy, training targets, eval
+coverage over hosts, and the checks before compute."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from input_pipeline import coco
+from models import ssd_boxes
+
+GEOMETRY = ssd_boxes.Geometry(image_size=160, feature_sizes=(20, 10, 5, 3, 1),
+                              steps=(8, 16, 32, 53, 160),
+                              scales=(16, 32, 64, 96, 128, 160),
+                              aspect_ratios=((2,), (2, 3), (2, 3), (2,), (2,)))
+
+
+def numpy_google_crop_proposal(boxes, width, height, u_left, u_top, min_iou):
+  """dataloader.py's crop_proposal with its own names: its `ltrb` is
+  (left, top, right, bottom) but is compared with boxes' (ymin, xmin,
+  ymax, xmax) columns and cropped as (y1, x1, y2, x2): `left` runs along
+  the height."""
+  left, top = u_left * (1 - width), u_top * (1 - height)
+  right, bottom = left + width, top + height
+  ltrb = np.stack([left, top, right, bottom], 1)
+  lt = np.maximum(ltrb[:, None, :2], boxes[None, :, :2])
+  rb = np.minimum(ltrb[:, None, 2:], boxes[None, :, 2:])
+  inter = np.prod(np.maximum(rb - lt, 0), -1)
+  a1 = np.prod(ltrb[:, 2:] - ltrb[:, :2], 1)[:, None]
+  a2 = np.prod(boxes[:, 2:] - boxes[:, :2], 1)[None]
+  ious = inter / (a1 + a2 - inter)
+  xc = 0.5 * (boxes[:, 0] + boxes[:, 2])[None]
+  yc = 0.5 * (boxes[:, 1] + boxes[:, 3])[None]
+  masks = ((xc > left[:, None]) & (xc < right[:, None]) &
+           (yc > top[:, None]) & (yc < bottom[:, None]))
+  valid = ((height / width < 2) & (width / height < 2) &
+           np.all(ious > min_iou, 1) & np.any(masks, 1))
+  index = np.arange(1, 51)
+  selection = np.max(index * valid) == index
+  return (selection.any(), (ltrb * selection[:, None]).sum(0),
+          np.any(masks & selection[:, None], 0))
+
+
+def test_crop_proposal_equals_googles_for_the_same_draws():
+  rng = np.random.default_rng(0)
+  hits = 0
+  for trial in range(40):
+    n = 1 + trial % 4
+    yx = rng.uniform(0, 0.7, (n, 2))
+    boxes = np.concatenate([yx, yx + rng.uniform(0.05, 0.3, (n, 2))], 1)
+    boxes = boxes.astype(np.float32)
+    heights, widths = (rng.uniform(0.3, 1, 50).astype(np.float32)
+                       for _ in range(2))
+    u_top, u_left = (rng.uniform(0, 1, 50).astype(np.float32)
+                     for _ in range(2))
+    min_iou = coco.CROP_MIN_IOU_CHOICES[trial % 6]
+    use, window, kept = (t.numpy() for t in coco.crop_proposal(
+        tf.constant(boxes), tf.constant(heights), tf.constant(widths),
+        tf.constant(u_top), tf.constant(u_left), tf.constant(min_iou)))
+    want = numpy_google_crop_proposal(boxes, heights, widths, u_top, u_left,
+                                      min_iou)
+    assert use == want[0]
+    np.testing.assert_allclose(window, want[1], rtol=1e-6)
+    np.testing.assert_array_equal(kept, want[2])
+    hits += bool(use)
+  assert 5 < hits < 40  # Both outcomes were exercised.
+
+
+def make_input(data_dir, **kwargs):
+  return coco.CocoInput(data_dir=data_dir, geometry=GEOMETRY,
+                        num_train_examples=40, interleave_cycle=2,
+                        **kwargs)
+
+
+def test_training_batches_carry_targets_for_every_default_box(ssd_data):
+  data = make_input(ssd_data, deterministic=True, seed=3)
+  data.check()
+  assert data.num_classes == 11 and data.category_ids == list(range(1, 11))
+  ctx = tf.distribute.InputContext()
+  batch = next(iter(data.train_dataset(ctx, global_batch_size=6)))
+  assert batch['image'].shape == (6, 160, 160, 3)
+  assert batch['classes'].shape == (6, GEOMETRY.num_boxes)
+  assert batch['boxes'].shape == (6, GEOMETRY.num_boxes, 4)
+  classes = batch['classes'].numpy()
+  np.testing.assert_array_equal(batch['num_matched'].numpy(),
+                                (classes > 0).sum(1))
+  assert (classes > 0).sum(1).min() >= 1 and classes.max() <= 10
+  # Matched targets decode to boxes inside the (cropped) image.
+  anchors = ssd_boxes.default_boxes(GEOMETRY)
+  decoded = ssd_boxes.decode(batch['boxes'], anchors).numpy()[classes > 0]
+  assert decoded.min() > -1e-4 and decoded.max() < 1 + 1e-4
+  # Deterministic: the same stream again, and a resumed one starts where a
+  # run at that step is.
+  again = next(iter(data.train_dataset(ctx, global_batch_size=6)))
+  np.testing.assert_array_equal(again['image'], batch['image'])
+  stream = iter(data.train_dataset(ctx, global_batch_size=6))
+  second = [next(stream) for _ in range(2)][1]
+  resumed = next(iter(data.train_dataset(ctx, global_batch_size=6,
+                                         start_step=1)))
+  np.testing.assert_array_equal(resumed['classes'], second['classes'])
+
+
+def test_eval_over_three_hosts_covers_every_image_once(ssd_data):
+  data = make_input(ssd_data)
+  total = data.num_eval_examples()
+  steps = data.eval_steps(num_pipelines=3, global_batch_size=12)
+  seen = []
+  for host in range(3):
+    ctx = tf.distribute.InputContext(3, host, 3)
+    for batch in data.eval_dataset(ctx, global_batch_size=12, steps=steps):
+      real = batch['mask'].numpy() == 1
+      seen += batch['image_id'].numpy()[real].tolist()
+      assert (batch['raw_shape'].numpy()[real] == 160).all()
+  assert len(seen) == len(set(seen)) == total
+  assert set(seen) == set(range(1, total + 1))
+
+
+def test_checks_name_what_is_missing(ssd_data, tmp_path, quickstart_data):
+  copy = tmp_path / 'copy'
+  shutil.copytree(ssd_data, copy, ignore=shutil.ignore_patterns('coco'))
+  os.remove(copy / 'categories.json')
+  with pytest.raises(ValueError, match=r'categories.json is missing.*'
+                     r'tools.convert_coco'):
+    make_input(str(copy)).check()
+  # ImageNet-schema records are not detection records.
+  wrong = coco.CocoInput(data_dir=quickstart_data, train_pattern='train-*',
+                         eval_pattern='validation-*')
+  with pytest.raises(ValueError, match=r"no feature 'image/source_id'.*"
+                     r'tools.convert_coco'):
+    wrong.check()

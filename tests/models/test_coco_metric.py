@@ -1,0 +1,108 @@
+"""COCO box mAP: pycocotools' known answers on a real annotation file, the
+pool of processes equal to one process bit for bit, every image once."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from models import coco_metric
+
+
+def annotations(ssd_data):
+  path = os.path.join(ssd_data, 'val_annotations.json')
+  with open(path) as f:
+    return path, json.load(f)
+
+
+def outputs_of(rows, image_ids, per_image=200):
+  """HostMetric chunks from [n, 7] rows (image, x, y, w, h, score, label)."""
+  boxes = np.zeros([len(image_ids), per_image, 4], np.float32)
+  scores = np.zeros([len(image_ids), per_image], np.float32)
+  classes = np.ones([len(image_ids), per_image], np.int32)
+  for i, image_id in enumerate(image_ids):
+    mine = rows[rows[:, 0] == image_id][:per_image]
+    boxes[i, :len(mine)] = mine[:, 1:5]
+    scores[i, :len(mine)] = mine[:, 5]
+    classes[i, :len(mine)] = mine[:, 6]
+  return {'image_id': np.asarray(image_ids, np.int32), 'boxes': boxes,
+          'scores': scores, 'classes': classes}
+
+
+def ground_truth_rows(data, shift_to_iou=None):
+  rows = []
+  for ann in data['annotations']:
+    x, y, w, h = ann['bbox']
+    if shift_to_iou:  # Slide right so that IoU = (w - d) / (w + d).
+      r = shift_to_iou
+      x += w * (1 - r) / (1 + r)
+    rows.append([ann['image_id'], x, y, w, h, 1.0, ann['category_id']])
+  return np.array(rows, np.float64)
+
+
+def metric_of(path, data, processes):
+  # The digits' category ids are 1..10 = labels 1..10.
+  return coco_metric.CocoMetric(annotation_file=path,
+                                category_ids=list(range(1, 11)),
+                                processes=processes)
+
+
+def evaluate(metric, rows, image_ids, chunk=7):
+  metric.reset()
+  for start in range(0, len(image_ids), chunk):
+    metric.update(outputs_of(rows, image_ids[start:start + chunk]))
+  return metric.result()
+
+
+def test_perfect_detections_score_1_and_a_known_shift_scores_0_3(ssd_data):
+  path, data = annotations(ssd_data)
+  ids = [im['id'] for im in data['images']]
+  metric = metric_of(path, data, processes=0)
+  assert evaluate(metric, ground_truth_rows(data), ids)['AP'] == 1.0
+  # Every box at IoU 0.62 with its own: a hit at the thresholds 0.50, 0.55
+  # and 0.60 of the ten, a miss above.
+  shifted = evaluate(metric, ground_truth_rows(data, 0.62), ids)
+  assert shifted['AP'] == pytest.approx(0.3, abs=1e-9)
+  assert shifted['AP50'] == 1.0 and shifted['AP75'] == 0.0
+
+
+def test_pool_of_processes_equals_pycocotools_bit_for_bit(ssd_data):
+  path, data = annotations(ssd_data)
+  ids = [im['id'] for im in data['images']]
+  rng = np.random.default_rng(0)
+  rows = ground_truth_rows(data)
+  noisy = rows.copy()
+  noisy[:, 1:5] += rng.normal(0, 2.0, (len(rows), 4))
+  noisy[:, 5] = rng.uniform(0.05, 1, len(rows))
+  noisy[:, 6] = np.where(rng.uniform(size=len(rows)) < 0.2,
+                         rng.integers(1, 11, len(rows)), rows[:, 6])
+  extra = noisy.copy()  # False positives elsewhere.
+  extra[:, 1:3] = rng.uniform(0, 100, (len(rows), 2))
+  extra[:, 5] *= 0.5
+  rows = np.concatenate([noisy, extra])
+  pooled = metric_of(path, data, processes=2)
+  try:
+    got = evaluate(pooled, rows, ids)
+  finally:
+    pooled.close()
+  want = coco_metric.coco_map(coco_metric.load_annotations(path),
+                              pooled.detections())
+  assert 0.1 < want['AP'] < 0.9
+  for name in coco_metric.STAT_NAMES:
+    assert got[name] == want[name], name  # Bit for bit.
+
+
+def test_every_image_must_come_once(ssd_data):
+  path, data = annotations(ssd_data)
+  ids = [im['id'] for im in data['images']]
+  rows = ground_truth_rows(data)
+  metric = metric_of(path, data, processes=0)
+  metric.update(outputs_of(rows, ids[:3]))
+  with pytest.raises(RuntimeError, match=f'image {ids[1]} was detected twice'):
+    metric.update(outputs_of(rows, ids[1:2]))
+  metric.reset()
+  metric.update(outputs_of(rows, ids[1:]))
+  with pytest.raises(RuntimeError, match=rf'1 of {len(ids)} images of .*'
+                     r'were not evaluated'):
+    metric.result()

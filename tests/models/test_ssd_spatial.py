@@ -1,0 +1,104 @@
+"""Spatial partitioning of SSD: images split along their height over a
+group of replicas give the whole images' predictions, loss and gradients.
+
+The slices go through the network while they can be strided, then the
+group gathers the map and every member computes the rest
+(models/spatial.py). At 300x300 that is the stem with 2 partitions (150
+rows) and the stem, max pool and first stage with 3 (100, 50, 25 rows). The
+test uses the quickstart's 160x160 images (five maps, 20 to 1), where 2 or
+4 partitions run the whole backbone on slices (80, 40, 20, 10 rows with 2)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from distribution import strategy as strategies
+from input_pipeline import spatial as spatial_input
+from models import ssd as ssd_lib
+from models import ssd_boxes
+from models import ssd_task
+from training import losses
+
+
+GEOMETRY = ssd_boxes.Geometry(image_size=160, feature_sizes=(20, 10, 5, 3, 1),
+                              steps=(8, 16, 32, 53, 160),
+                              scales=(16, 32, 64, 96, 128, 160),
+                              aspect_ratios=((2,), (2, 3), (2, 3), (2,), (2,)))
+
+
+def data(batch):
+  rng = np.random.default_rng(0)
+  anchors = ssd_boxes.default_boxes(GEOMETRY)
+  images = rng.uniform(0, 1, (batch, 160, 160, 3)).astype(np.float32)
+  targets = []
+  for i in range(batch):
+    yx = rng.uniform(0, 0.6, (2, 2))
+    gt = np.concatenate([yx, yx + rng.uniform(0.1, 0.4, (2, 2))], 1)
+    targets.append([t.numpy() for t in ssd_boxes.assign_targets(
+        tf.constant(gt, tf.float32), tf.constant([1 + i % 4, 2], tf.int32),
+        tf.constant(anchors))])
+  classes, boxes, matched = (np.stack(t) for t in zip(*targets))
+
+  def dataset_fn(ctx):
+    return tf.data.Dataset.from_tensor_slices(
+        {'image': images, 'classes': classes, 'boxes': boxes,
+         'num_matched': matched}).batch(ctx.get_per_replica_batch_size(batch))
+  return dataset_fn
+
+
+def step(num_devices, partitions, batch):
+  """Every replica's class logits, its loss share, and the summed
+  gradients of one step."""
+  devices = [d.name for d in tf.config.list_logical_devices('CPU')]
+  strategy = strategies.mirrored(devices[:num_devices])
+  with strategy.scope():
+    model = ssd_lib.SSD(num_classes=5, width_multiplier=0.125,
+                        geometry=GEOMETRY,
+                        bn_group_size=partitions,
+                        spatial_partitions=partitions, seed=4)
+  dataset_fn = data(batch)
+  if partitions > 1:
+    dataset_fn = spatial_input.partitioned_dataset_fn(
+        dataset_fn, partitions=partitions, feature='image')
+  inputs = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
+
+  def replica(b):
+    ctx = tf.distribute.get_replica_context()
+    with tf.GradientTape() as tape:
+      logits, codes, _ = model(ssd_task.normalize(b['image']), training=True)
+      per_image = ssd_task.detection_loss(logits, codes, b['classes'],
+                                          b['boxes'], b['num_matched'])
+      share = losses.share_of_global_mean(per_image)
+    grads = tape.gradient(share.value, model.trainable_variables)
+    return logits, share.value, ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                                               grads)
+
+  logits, shares, grads = tf.function(
+      lambda b: strategy.run(replica, args=(b,)))(inputs)
+  local = strategy.experimental_local_results
+  return ([t.numpy() for t in local(logits)],
+          sum(float(s) for s in local(shares)),
+          [local(g)[0].numpy() for g in grads], model)
+
+
+# Two groups of 2 over 4 replicas (halos and batch norm through group
+# collectives); one group of 4 (members with neighbours on both sides).
+@pytest.mark.parametrize('num_devices,partitions', [(4, 2), (4, 4)])
+def test_partitioned_ssd_equals_whole_images(num_devices, partitions):
+  groups = num_devices // partitions
+  batch = 2 * groups
+  whole_logits, whole_loss, whole_grads, model = step(groups, 1, batch)
+  split_logits, split_loss, split_grads, _ = step(num_devices, partitions,
+                                                  batch)
+  for r, logits in enumerate(split_logits):  # Every member: its group's.
+    np.testing.assert_allclose(logits, whole_logits[r // partitions],
+                               rtol=1e-4, atol=1e-4)
+  # The global mean over images, each image counted once.
+  np.testing.assert_allclose(split_loss, whole_loss, rtol=1e-5)
+  for var, whole, split in zip(model.trainable_variables, whole_grads,
+                               split_grads):
+    scale = np.abs(whole).max()
+    # Sums over slices, halos and 8,732 boxes run in another order:
+    # float32 round-off.
+    np.testing.assert_allclose(split, whole, rtol=1e-3, atol=5e-4 * scale,
+                               err_msg=var.name)
