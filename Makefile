@@ -17,6 +17,15 @@ venv: $(VENV)/.installed
 
 garden_venv: .venv-garden/.installed
 
+# torch and torchvision in their own environment, for
+# tools/benchmarks/versus_torchvision.py.
+.venv-torch/.installed: requirements-torch.txt
+	python3 -m venv .venv-torch
+	.venv-torch/bin/pip install -q -r requirements-torch.txt
+	touch $@
+
+torch_venv: .venv-torch/.installed
+
 data/quickstart/train-00000-of-00004: | $(VENV)/.installed
 	$(PY) -m tools.build_quickstart_data --output_dir=data/quickstart
 
@@ -55,4 +64,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow" tests
 
-.PHONY: venv garden_venv data bert_data transformer_data ssd_data quickstart bert_quickstart transformer_quickstart ssd_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv data bert_data transformer_data ssd_data quickstart bert_quickstart transformer_quickstart ssd_quickstart test test-fast

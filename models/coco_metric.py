@@ -15,6 +15,7 @@ Imports no TensorFlow: the pool's processes start fresh (spawn) and import
 this module alone.
 """
 
+import atexit
 import contextlib
 import copy
 import io
@@ -104,10 +105,13 @@ def summarize(gt: coco_lib.COCO, image_ids: Sequence[int],
   return dict(zip(STAT_NAMES, (float(s) for s in ev.stats)))
 
 
-def coco_map(gt: coco_lib.COCO, detections: np.ndarray) -> dict[str, float]:
+def coco_map(gt: coco_lib.COCO, detections: np.ndarray,
+             image_ids: Sequence[int] | None = None) -> dict[str, float]:
   """pycocotools' own sequence in this process (the reference the pool is
-  tested against)."""
+  tested against), over `image_ids` (None: every image of `gt`)."""
   ev = cocoeval.COCOeval(gt, detections_coco(gt, detections), 'bbox')
+  if image_ids is not None:
+    ev.params.imgIds = list(image_ids)
   with contextlib.redirect_stdout(io.StringIO()):
     ev.evaluate()
     ev.accumulate()
@@ -192,6 +196,7 @@ class CocoMetric:
       self._pool = multiprocessing.get_context('spawn').Pool(
           self.processes, initializer=_init_worker,
           initargs=(self.annotation_file,))
+      atexit.register(self.close)  # Before the interpreter's own teardown.
     parts = [list(p) for p in np.array_split(image_ids, self.processes)
              if len(p)]
     by_image = detections[:, 0].astype(np.int64)

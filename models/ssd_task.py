@@ -20,6 +20,7 @@ Google's MLPerf v0.7 `ssd_model.py` read line by line:
   eval annotation file.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from input_pipeline import records
@@ -94,9 +95,9 @@ def greedy_nms(boxes, valid, threshold: float):
   return keep
 
 
-def detect(class_logits, box_codes, anchors, raw_shape):
-  """Detections of a batch: boxes [b, D, 4] (x, y, w, h in the original
-  image's pixels), scores [b, D] (0: empty slot), classes [b, D] (1..K)."""
+def detect(class_logits, box_codes, anchors):
+  """Detections of a batch: corner boxes [b, D, 4] (normalised), scores
+  [b, D] (0: an empty slot), classes [b, D] (labels 1..K)."""
   scores = tf.nn.softmax(class_logits, axis=-1)[..., 1:]  # No background.
   decoded = ssd_boxes.decode(box_codes, anchors)
   top_scores, top_index = tf.math.top_k(
@@ -111,13 +112,17 @@ def detect(class_logits, box_codes, anchors, raw_shape):
   best_boxes = tf.gather(tf.reshape(top_boxes, [batch, -1, 4]), where,
                          batch_dims=1)
   del classes
-  labels = where // MAX_NUM_EVAL_BOXES + 1
-  height = tf.cast(raw_shape[:, 0:1], tf.float32)
-  width = tf.cast(raw_shape[:, 1:2], tf.float32)
-  ymin, xmin, ymax, xmax = tf.unstack(best_boxes, axis=-1)
-  xywh = tf.stack([xmin * width, ymin * height, (xmax - xmin) * width,
+  return best_boxes, best, where // MAX_NUM_EVAL_BOXES + 1
+
+
+def pixel_xywh(boxes, raw_shape):
+  """Normalised corner boxes [b, D, 4] -> (x, y, w, h) in the pixels of
+  images of (height, width) raw_shape [b, 2], as COCO wants them."""
+  height = tf.cast(raw_shape[:, 0:1], boxes.dtype)
+  width = tf.cast(raw_shape[:, 1:2], boxes.dtype)
+  ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=-1)
+  return tf.stack([xmin * width, ymin * height, (xmax - xmin) * width,
                    (ymax - ymin) * height], axis=-1)
-  return xywh, best, labels
 
 
 class SsdTask:
@@ -177,9 +182,9 @@ class SsdTask:
   def eval_outputs(self, model, batch) -> dict:
     class_logits, box_codes, _ = model(normalize(batch['image']),
                                        training=False)
-    boxes, scores, classes = detect(class_logits, box_codes, self._anchors,
-                                    batch['raw_shape'])
-    return {'image_id': batch['image_id'], 'boxes': boxes, 'scores': scores,
+    boxes, scores, classes = detect(class_logits, box_codes, self._anchors)
+    return {'image_id': batch['image_id'],
+            'boxes': pixel_xywh(boxes, batch['raw_shape']), 'scores': scores,
             'classes': classes, 'mask': batch['mask']}
 
   def host_metric(self) -> coco_metric.CocoMetric:
@@ -216,18 +221,55 @@ class SsdTask:
         error, (self.data.train_files, self.data.eval_files))
 
   def serving_fn(self, model):
-    """Images ([0, 1] floats) and their original (height, width) ->
-    detections."""
+    """Images ([0, 1] floats) -> detections: `detections` [b, D x 7] in
+    MLPerf Inference's SSD layout (per detection: 0, ymin, xmin, ymax,
+    xmax normalised, score, label 1..K), and the same as `boxes`, `scores`,
+    `classes`."""
     size = self.data.geometry.image_size
     anchors = self._anchors
 
     @tf.function(input_signature=[
-        tf.TensorSpec([None, size, size, 3], tf.float32, name='images'),
-        tf.TensorSpec([None, 2], tf.int32, name='raw_shape')])
-    def serve(images, raw_shape):
+        tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
+    def serve(images):
       class_logits, box_codes, _ = model(normalize(images), training=False)
-      boxes, scores, classes = detect(class_logits, box_codes, anchors,
-                                      raw_shape)
-      return {'boxes': boxes, 'scores': scores, 'classes': classes}
+      boxes, scores, classes = detect(class_logits, box_codes, anchors)
+      rows = tf.concat([tf.zeros_like(scores)[..., None], boxes,
+                        scores[..., None],
+                        tf.cast(classes, tf.float32)[..., None]], axis=-1)
+      return {'detections': tf.reshape(rows, [tf.shape(rows)[0], -1]),
+              'boxes': boxes, 'scores': scores, 'classes': classes}
 
     return serve
+
+  # Inference (inference/): LoadGen's responses carry each sample's
+  # detections as MLPerf Inference's SSD-ResNet34 lays them out.
+  inference_model = 'ssd-resnet34'
+  inference_output = ('detections', 'float32')
+  inference_references = ('image_id', 'raw_shape')
+  inference_performance_samples = 64  # MLPerf Inference's for ssd-resnet34.
+
+  @staticmethod
+  def inference_inputs(batch: dict) -> dict:
+    return {'images': batch['image']}
+
+  def inference_quality(self, responses: dict, references: dict) -> float:
+    """COCO box mAP of the answered samples, as MLPerf Inference's
+    accuracy-coco.py scores them: normalised boxes scaled by each image's
+    size, labels mapped to category ids, COCOeval over the answered images'
+    ids only."""
+    category = np.asarray([0] + list(self.data.category_ids), np.float64)
+    rows = []
+    for index, flat in responses.items():
+      d = np.asarray(flat, np.float64).reshape(-1, 7)
+      d = d[d[:, 5] > 0]  # Empty slots.
+      height, width = references['raw_shape'][index]
+      ymin, xmin, ymax, xmax = d[:, 1], d[:, 2], d[:, 3], d[:, 4]
+      rows.append(np.stack([
+          np.full(len(d), float(references['image_id'][index])),
+          xmin * width, ymin * height, (xmax - xmin) * width,
+          (ymax - ymin) * height, d[:, 5], category[d[:, 6].astype(int)]],
+                           axis=1))
+    image_ids = sorted(int(references['image_id'][i]) for i in responses)
+    gt = coco_metric.load_annotations(self.data.eval_annotations)
+    detections = np.concatenate(rows) if rows else np.zeros([0, 7])
+    return coco_metric.coco_map(gt, detections, image_ids=image_ids)['AP']

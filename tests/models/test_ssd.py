@@ -194,9 +194,10 @@ def test_detections_equal_googles_numpy_nms():
   logits = rng.normal(0, 3, (2, 8732, 5)).astype(np.float32)
   codes = rng.normal(0, 1, (2, 8732, 4)).astype(np.float32)
   raw_shape = np.array([[480, 640], [300, 200]], np.int32)
-  boxes, scores, labels = (t.numpy() for t in ssd_task.detect(
-      tf.constant(logits), tf.constant(codes), anchors,
-      tf.constant(raw_shape)))
+  corners, scores, labels = ssd_task.detect(
+      tf.constant(logits), tf.constant(codes), anchors)
+  boxes = ssd_task.pixel_xywh(corners, tf.constant(raw_shape)).numpy()
+  scores, labels = scores.numpy(), labels.numpy()
   decoded = ssd_boxes.decode(tf.constant(codes), anchors).numpy()
   probs = tf.nn.softmax(logits).numpy()
   for b in range(2):

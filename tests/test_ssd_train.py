@@ -1,0 +1,116 @@
+"""SSD through the runtime: detections over replicas scored on the host, the
+MLPerf log's SSD keys."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from input_pipeline.coco import CocoInput
+from models import coco_metric
+from models import ssd_task
+from tests import helpers
+
+
+def bindings(data_dir, model_dir, **overrides):
+  values = {
+      'DATA_DIR': repr(data_dir), 'train.train.model_dir': repr(model_dir),
+      'NUM_TRAIN_EXAMPLES': 40, 'GLOBAL_BATCH_SIZE': 8, 'EVAL_BATCH_SIZE': 6,
+      'TRAIN_STEPS': 4, 'STEPS_PER_LOOP': 2, 'EVAL_EVERY_STEPS': 4,
+      'CHECKPOINT_EVERY_STEPS': 0, 'METRIC_PROCESSES': 2,
+      'DETERMINISTIC': True,
+  }
+  values.update(overrides)
+  return [f'{k} = {v}' for k, v in values.items()]
+
+
+# Slow (about 40 s alone, mostly compiling SSD's train and eval loops for 3
+# replicas): the one run of SSD through the runtime.
+@pytest.mark.slow
+def test_three_replicas_detect_every_image_once_and_log_ssd_keys(
+    ssd_data, tmp_path):
+  model_dir = str(tmp_path / 'run')
+  result = helpers.run_gin(
+      ['gin/ssd_quickstart.gin', 'gin/hardware/cpu_mirrored.gin'],
+      bindings(ssd_data, model_dir, CPU_REPLICAS=3, GLOBAL_BATCH_SIZE=9,
+               EVAL_BATCH_SIZE=9))
+  assert result.step == 4 and len(result.evals) == 1
+  _, _, quality, metrics = result.evals[-1]
+  with open(os.path.join(ssd_data, 'val_annotations.json')) as f:
+    images = len(json.load(f)['images'])
+  # Every eval image once over 3 replicas (the metric refuses repeats and
+  # gaps); the padding of the last batches is not counted.
+  assert metrics['examples'] == metrics['images'] == images
+  assert quality == metrics['AP']
+
+  # The runtime's mAP is pycocotools' on the same detections, made here on
+  # one device from the final weights.
+  data = CocoInput(data_dir=ssd_data, geometry=result.model.geometry)
+  task = ssd_task.SsdTask(model=None, data=data, metric_processes=0)
+  steps = data.eval_steps(num_pipelines=1, global_batch_size=16)
+  outputs = tf.function(lambda b: task.eval_outputs(result.model, b))
+  metric = task.host_metric()
+  for batch in data.eval_dataset(tf.distribute.InputContext(),
+                                 global_batch_size=16, steps=steps):
+    out = {k: v.numpy() for k, v in outputs(batch).items()}
+    real = out.pop('mask') == 1
+    metric.update({k: v[real] for k, v in out.items()})
+  plain = coco_metric.coco_map(coco_metric.load_annotations(
+      data.eval_annotations), metric.detections())
+  np.testing.assert_allclose(quality, plain['AP'], atol=1e-6)
+
+  text = open(os.path.join(model_dir, 'mlperf.log')).read()
+  events = [json.loads(line.split(':::MLLOG ')[1])
+            for line in text.splitlines() if ':::MLLOG' in line]
+  logged = {e['key']: e['value'] for e in events}
+  # Whole epochs of whole steps: step 4 of int(40 / 9) = 4 steps an epoch.
+  assert [e['metadata']['epoch_num'] for e in events
+          if e['key'] == 'eval_accuracy'] == [1.0]
+  assert logged['submission_benchmark'] == 'ssd'
+  assert logged['opt_learning_rate_warmup_factor'] == 9 / 32
+  assert logged['opt_learning_rate_decay_boundary_epochs'] == [40, 50]
+  assert logged['opt_learning_rate_warmup_steps'] == 4  # int(40 / 9).
+  assert logged['model_bn_span'] == 9 and logged['max_samples'] == 50
+  assert logged['eval_samples'] == images
+
+
+# Slow (about 60 s alone): a short training run, its export and LoadGen
+# runs in all four scenarios.
+@pytest.mark.slow
+def test_exported_ssd_in_loadgen_scores_the_loops_map(ssd_data, tmp_path):
+  import gin
+  from inference import backend as backends
+  from inference import run as run_lib
+  from tools import export_savedmodel
+  model_dir = str(tmp_path / 'run')
+  result = helpers.run_gin(['gin/ssd_quickstart.gin'],
+                           bindings(ssd_data, model_dir, TRAIN_STEPS=6,
+                                    STEPS_PER_LOOP=3, EVAL_EVERY_STEPS=6,
+                                    CHECKPOINT_EVERY_STEPS=6))
+  loop_map = result.evals[-1][2]
+  try:
+    export_savedmodel.export(
+        gin_files=[os.path.join(helpers.ROOT, 'gin/ssd_quickstart.gin')],
+        gin_params=[f'DATA_DIR = {ssd_data!r}'], checkpoint_dir=model_dir,
+        export_dir=str(tmp_path / 'saved'))
+  finally:
+    gin.clear_config()
+  task = helpers.inference_task('gin/ssd_quickstart.gin', ssd_data, ())
+  backend = backends.SavedModelBackend(str(tmp_path / 'saved'))
+
+  def run(scenario, mode='performance', **settings):
+    return run_lib.run_benchmark(
+        task=task, backend=backend, scenario=scenario, mode=mode,
+        output_dir=str(tmp_path / f'{scenario}_{mode}'),
+        model_name='ssd-resnet34', **settings)
+
+  accuracy = run('Offline', 'accuracy')
+  assert accuracy.quality == pytest.approx(loop_map, abs=1e-9) and loop_map
+  assert run('Offline', min_duration_ms=300,
+             offline_expected_qps=2000).valid
+  assert run('SingleStream', min_duration_ms=300, min_query_count=20).value
+  assert run('MultiStream', min_duration_ms=300, min_query_count=20).value
+  assert run('Server', min_duration_ms=300, min_query_count=20,
+             server_target_qps=5).value

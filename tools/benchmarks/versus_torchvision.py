@@ -1,0 +1,101 @@
+"""Benchmark: our SSD300-ResNet34 training step vs torchvision's, and MFU.
+
+  make torch_venv   # once: .venv-torch with requirements-torch.txt
+  python -m tools.benchmarks.versus_torchvision [--batch=8] [--rounds=3]
+
+TF Model Garden has no SSD-ResNet34; torchvision's `SSD` with a ResNet-34
+backbone built as the MLCommons reference builds it is what users pick
+instead (tools/benchmarks/torchvision_ssd_worker.py, its own venv and
+process, torch CPU). Same image size (300x300), classes (81), batch,
+precision, optimizer (momentum SGD, weight decay 5e-4), synthetic images
+and boxes. Interleaved round by round: each round times `--steps` of ours,
+then the worker's. torchvision's step includes its box matching (done on
+the host in our pipeline); ours starts from encoded targets. MFU: 3 x the
+forward convolutions' FLOPs x batch / our step time, against a chain of
+4096x4096 matmuls of the same dtype timed in the same rounds.
+"""
+
+import os
+import statistics
+import subprocess
+import time
+
+from absl import app
+from absl import flags
+
+from tools.benchmarks import ssd_step
+from tools.benchmarks.common import matmul_peak
+from tools.benchmarks.common import timed
+
+FLAGS = flags.FLAGS
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+class Worker:
+  """torchvision's step in its own process, timed on request."""
+
+  def __init__(self, python: str, dtype: str, batch: int, steps: int):
+    if not os.path.exists(python):
+      raise FileNotFoundError(f'No torch environment at {python}: run `make '
+                              'torch_venv` (or pass --torch_python).')
+    self.proc = subprocess.Popen(
+        [python, os.path.join(ROOT, 'tools', 'benchmarks',
+                              'torchvision_ssd_worker.py'),
+         f'--dtype={dtype}', f'--batch={batch}', f'--steps={steps}'],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ready = self.proc.stdout.readline().strip()
+    if ready != 'ready':
+      raise RuntimeError(f'The torchvision worker did not start (it said '
+                         f'{ready!r}; its stderr is above).')
+
+  def run(self) -> float:
+    self.proc.stdin.write('run\n')
+    self.proc.stdin.flush()
+    return float(self.proc.stdout.readline())
+
+  def close(self):
+    self.proc.stdin.close()
+    self.proc.wait(timeout=60)
+
+
+def main(argv):
+  del argv
+  for dtype in FLAGS.dtypes:
+    worker = Worker(FLAGS.torch_python, dtype, FLAGS.batch, FLAGS.steps)
+    try:
+      run, model = ssd_step.ours(dtype, FLAGS.batch, FLAGS.steps)
+      run()  # Compile.
+      peak, peak_flops = matmul_peak(dtype)
+      peak()
+      times = {'ours': [], 'torchvision': [], 'matmul': []}
+      for _ in range(FLAGS.rounds):
+        times['ours'].append(timed(run) / FLAGS.steps)
+        times['torchvision'].append(worker.run() / FLAGS.steps)
+        times['matmul'].append(timed(peak))
+    finally:
+      worker.close()
+    step = {k: statistics.median(v) for k, v in times.items()}
+    flops = 3 * ssd_step.forward_flops(model, FLAGS.batch)
+    print(f'--- SSD300-ResNet34, {dtype}, batch {FLAGS.batch}, '
+          f'{FLAGS.rounds} interleaved rounds (medians)', flush=True)
+    print(f'  ours         {step["ours"]:.3f} s/step', flush=True)
+    print(f'  torchvision  {step["torchvision"]:.3f} s/step', flush=True)
+    print(f'  speed-up over torchvision: '
+          f'{step["torchvision"] / step["ours"]:.2f}x', flush=True)
+    achieved = flops / step['ours']
+    roof = peak_flops / step['matmul']
+    print(f'  MFU {achieved / roof:.2f} ({achieved / 1e9:.0f} of '
+          f'{roof / 1e9:.0f} GFLOP/s, 3 x {flops / 3e9:.1f} GFLOP forward)',
+          flush=True)
+
+
+if __name__ == '__main__':
+  flags.DEFINE_integer('batch', 8, 'Global batch size.')
+  flags.DEFINE_integer('steps', 1, 'Steps per timed call.')
+  flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
+  flags.DEFINE_multi_string('dtypes', ['float32', 'bfloat16'], 'Precisions.')
+  flags.DEFINE_string('torch_python',
+                      os.path.join(ROOT, '.venv-torch', 'bin', 'python'),
+                      "torch's Python (make torch_venv).")
+  app.run(main)
