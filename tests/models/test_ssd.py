@@ -40,8 +40,9 @@ def test_a_geometry_the_network_does_not_make_is_refused():
 def saved_resnet34(tmp_path, width):
   resnet = resnet_lib.ResNet(depth=34, width_multiplier=width,
                              num_classes=10, seed=5)
+  rng = np.random.default_rng(0)
   for v in resnet.state.values():  # Moving statistics that are not 0 or 1.
-    v.assign(tf.random.uniform(v.shape, 0.5, 2.0))
+    v.assign(rng.uniform(0.5, 2.0, v.shape).astype(np.float32))
   return resnet, tf.train.Checkpoint(model=resnet).save(str(tmp_path / 'r'))
 
 
@@ -71,7 +72,8 @@ def test_backbone_checkpoint_of_another_width_names_the_variable(tmp_path):
 
 
 def test_bfloat16_tracks_float32():
-  images = tf.random.uniform([1, 300, 300, 3], seed=1)
+  images = tf.constant(np.random.default_rng(1).uniform(
+      0, 1, (1, 300, 300, 3)).astype(np.float32))
   f32 = small_ssd(seed=2)(images, training=False)
   bf16 = small_ssd(seed=2, compute_dtype='bfloat16')(images, training=False)
   assert bf16[0].dtype == tf.float32

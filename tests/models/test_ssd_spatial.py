@@ -20,10 +20,8 @@ from models import ssd_task
 from training import losses
 
 
-GEOMETRY = ssd_boxes.Geometry(image_size=160, feature_sizes=(20, 10, 5, 3, 1),
-                              steps=(8, 16, 32, 53, 160),
-                              scales=(16, 32, 64, 96, 128, 160),
-                              aspect_ratios=((2,), (2, 3), (2, 3), (2,), (2,)))
+GEOMETRY = ssd_boxes.Geometry(image_size=160, feature_sizes=(20,), steps=(8,),
+                              scales=(16, 32), aspect_ratios=((2,),))
 
 
 def data(batch):
@@ -83,6 +81,9 @@ def step(num_devices, partitions, batch):
 
 # Two groups of 2 over 4 replicas (halos and batch norm through group
 # collectives); one group of 4 (members with neighbours on both sides).
+# Slow (about 25 s a case alone: SSD's backbone compiled for 4 replicas
+# and for the whole images).
+@pytest.mark.slow
 @pytest.mark.parametrize('num_devices,partitions', [(4, 2), (4, 4)])
 def test_partitioned_ssd_equals_whole_images(num_devices, partitions):
   groups = num_devices // partitions

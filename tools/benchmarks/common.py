@@ -1,6 +1,8 @@
 """Pieces the benchmarks share: a same-dtype matmul peak and the timing."""
 
+import os
 import statistics
+import subprocess
 import time
 
 import tensorflow as tf
@@ -52,3 +54,37 @@ def collective_ops(graph) -> int:
                       if hasattr(f, 'graph')]
   return sum(1 for g in graphs for op in g.get_operations()
              if 'Collective' in op.type)
+
+
+class StepWorker:
+  """A peer's training step in its own process (its own venv), timed on
+  request: the worker prints `ready`, then answers each `run` line on its
+  stdin with the seconds its steps took."""
+
+  def __init__(self, python: str, argv: list[str], *, setup: str,
+               env: dict | None = None):
+    """Args:
+      python: the peer environment's interpreter.
+      argv: the worker script and its flags.
+      setup: what builds that environment, for the message when it is
+        missing (`make garden_venv`).
+      env: extra environment variables.
+    """
+    if not os.path.exists(python):
+      raise FileNotFoundError(f'No environment at {python}: run `{setup}`.')
+    self.proc = subprocess.Popen(
+        [python, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, env=dict(os.environ, **(env or {})))
+    ready = self.proc.stdout.readline().strip()
+    if ready != 'ready':
+      raise RuntimeError(f'The worker {argv[0]} did not start (it said '
+                         f'{ready!r}; its stderr is above).')
+
+  def run(self) -> float:
+    self.proc.stdin.write('run\n')
+    self.proc.stdin.flush()
+    return float(self.proc.stdout.readline())
+
+  def close(self):
+    self.proc.stdin.close()
+    self.proc.wait(timeout=60)

@@ -22,7 +22,6 @@ Prints the medians and our speed-up over the faster Model Garden variant.
 
 import os
 import statistics
-import subprocess
 import time
 
 from absl import app
@@ -31,6 +30,7 @@ from absl import flags
 from tools.benchmarks import bert_step
 from tools.benchmarks import resnet_step
 from tools.benchmarks import transformer_step
+from tools.benchmarks.common import StepWorker
 from training import optimizers
 
 FLAGS = flags.FLAGS
@@ -38,36 +38,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
-class Garden:
-  """Model Garden's step in its own process, timed on request."""
-
-  def __init__(self, python: str, model: str, dtype: str, batch: int,
-               steps: int, xla: bool):
-    if not os.path.exists(python):
-      raise FileNotFoundError(
-          f'No Model Garden environment at {python}: run `make garden_venv` '
-          '(or pass --garden_python).')
-    self.proc = subprocess.Popen(
-        [python, os.path.join(ROOT, 'tools', 'benchmarks',
-                              'garden_worker.py'),
-         f'--model={model}', f'--dtype={dtype}', f'--batch={batch}',
-         f'--steps={steps}', *(['--xla'] if xla else [])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, TF_USE_LEGACY_KERAS='1',
-                 TF_CPP_MIN_LOG_LEVEL='2'))
-    ready = self.proc.stdout.readline().strip()
-    if ready != 'ready':
-      raise RuntimeError(f'The Model Garden worker did not start (it said '
-                         f'{ready!r}; its stderr is above).')
-
-  def run(self) -> float:
-    self.proc.stdin.write('run\n')
-    self.proc.stdin.flush()
-    return float(self.proc.stdout.readline())
-
-  def close(self):
-    self.proc.stdin.close()
-    self.proc.wait(timeout=60)
+def garden(python: str, model: str, dtype: str, batch: int, steps: int,
+           xla: bool) -> StepWorker:
+  """Model Garden's step in its own process (garden_worker.py)."""
+  return StepWorker(
+      python, [os.path.join(ROOT, 'tools', 'benchmarks', 'garden_worker.py'),
+               f'--model={model}', f'--dtype={dtype}', f'--batch={batch}',
+               f'--steps={steps}', *(['--xla'] if xla else [])],
+      setup='make garden_venv', env={'TF_USE_LEGACY_KERAS': '1',
+                                     'TF_CPP_MIN_LOG_LEVEL': '2'})
 
 
 def ours(model: str, dtype: str, batch: int, steps: int):
@@ -93,7 +72,7 @@ def main(argv):
       try:
         for label, xla in (('model garden', False),
                            ('model garden xla', True)):
-          gardens[label] = Garden(FLAGS.garden_python, model, dtype,
+          gardens[label] = garden(FLAGS.garden_python, model, dtype,
                                   FLAGS.batch, FLAGS.steps, xla)
         our_run = ours(model, dtype, FLAGS.batch, FLAGS.steps)
         times = {'ours': [], **{label: [] for label in gardens}}

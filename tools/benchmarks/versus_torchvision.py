@@ -17,13 +17,12 @@ forward convolutions' FLOPs x batch / our step time, against a chain of
 
 import os
 import statistics
-import subprocess
-import time
 
 from absl import app
 from absl import flags
 
 from tools.benchmarks import ssd_step
+from tools.benchmarks.common import StepWorker
 from tools.benchmarks.common import matmul_peak
 from tools.benchmarks.common import timed
 
@@ -32,37 +31,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
-class Worker:
-  """torchvision's step in its own process, timed on request."""
-
-  def __init__(self, python: str, dtype: str, batch: int, steps: int):
-    if not os.path.exists(python):
-      raise FileNotFoundError(f'No torch environment at {python}: run `make '
-                              'torch_venv` (or pass --torch_python).')
-    self.proc = subprocess.Popen(
-        [python, os.path.join(ROOT, 'tools', 'benchmarks',
-                              'torchvision_ssd_worker.py'),
-         f'--dtype={dtype}', f'--batch={batch}', f'--steps={steps}'],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    ready = self.proc.stdout.readline().strip()
-    if ready != 'ready':
-      raise RuntimeError(f'The torchvision worker did not start (it said '
-                         f'{ready!r}; its stderr is above).')
-
-  def run(self) -> float:
-    self.proc.stdin.write('run\n')
-    self.proc.stdin.flush()
-    return float(self.proc.stdout.readline())
-
-  def close(self):
-    self.proc.stdin.close()
-    self.proc.wait(timeout=60)
-
-
 def main(argv):
   del argv
   for dtype in FLAGS.dtypes:
-    worker = Worker(FLAGS.torch_python, dtype, FLAGS.batch, FLAGS.steps)
+    worker = StepWorker(
+        FLAGS.torch_python,
+        [os.path.join(ROOT, 'tools', 'benchmarks', 'torchvision_ssd_worker.py'),
+         f'--dtype={dtype}', f'--batch={FLAGS.batch}', f'--steps={FLAGS.steps}'],
+        setup='make torch_venv')
     try:
       run, model = ssd_step.ours(dtype, FLAGS.batch, FLAGS.steps)
       run()  # Compile.
