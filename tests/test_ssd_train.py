@@ -1,5 +1,5 @@
 """SSD through the runtime: detections over replicas scored on the host, the
-MLPerf log's SSD keys."""
+MLPerf log's SSD keys, the exported model in LoadGen."""
 
 import json
 import os
