@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import copy
 import io
+import json
 import multiprocessing
 from typing import Mapping, Sequence
 
@@ -38,7 +39,6 @@ def load_annotations(path: str) -> coco_lib.COCO:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     with tf.io.gfile.GFile(path) as f:
       text = f.read()
-    import json  # pylint: disable=import-outside-toplevel
     gt = coco_lib.COCO()
     gt.dataset = json.loads(text)
     with contextlib.redirect_stdout(io.StringIO()):
