@@ -58,8 +58,12 @@ ssd_quickstart: venv ssd_data
 quickstart: venv data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
+# Two pytest-xdist workers (the suite's time on 2 cores is with them);
+# TEST_WORKERS=auto uses every core, TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: venv
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow" tests

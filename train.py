@@ -75,6 +75,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           submission: mlperf_log.Submission = mlperf_log.Submission(),
           actions: Sequence[Callable] = (), deterministic: bool = False,
           eval_steps_per_loop: int = 0,
+          asynchronous_eval: bool = False,
+          host_metric_timeout_seconds: float = 3600.0,
           preemption_grace_seconds: float = 300.0,
           restart: bool = False,
           profile_steps: Sequence[int] = (),
@@ -98,6 +100,13 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       (training/actions.py, e.g. KeepBestCheckpoint, ExportSavedModel).
     deterministic: reproducible ops (the data side is the input's own flag).
     eval_steps_per_loop: eval steps per device call (0: all in one call).
+    asynchronous_eval: a task's host metric runs in a background thread
+      while training goes on (training/evaluator.py; gin macro ASYNC_EVAL):
+      the weights of the eval step are kept in a checkpoint until the
+      result is known, and the run stops at the loop end where a result
+      meeting the target arrives.
+    host_metric_timeout_seconds: how long the run waits for a host metric
+      before it stops naming the evaluation (0: no limit).
     preemption_grace_seconds: after SIGTERM/SIGINT, the run finishes its
       loop, saves and exits with training.preemption.EXIT_PREEMPTED; if that
       takes longer than this, it exits at once (0: no limit).
@@ -166,6 +175,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           model_dir=model_dir, schedule=schedule, gradients=gradients,
           dist=dist, chief=chief, mlperf=mlperf, extra_actions=actions,
           eval_steps_per_loop=eval_steps_per_loop,
+          asynchronous_eval=asynchronous_eval,
+          host_metric_timeout_seconds=host_metric_timeout_seconds,
           preemption_grace_seconds=preemption_grace_seconds, restart=restart,
           worker_sum=worker_sum, lock=lock, profile_steps=profile_steps,
           weight_update_sharding=weight_update_sharding,
@@ -264,6 +275,7 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
            dist, chief, mlperf, extra_actions, eval_steps_per_loop,
+           asynchronous_eval, host_metric_timeout_seconds,
            preemption_grace_seconds, restart, worker_sum, lock,
            profile_steps, weight_update_sharding, partitioner,
            spatial_partitions, deterministic):
@@ -363,7 +375,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
                                                    task=task)),
       make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
       task=task, chief=chief, expected_count=num_eval_examples,
-      steps_per_loop=eval_steps_per_loop)
+      steps_per_loop=eval_steps_per_loop, asynchronous=asynchronous_eval,
+      host_timeout_seconds=host_metric_timeout_seconds)
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
                                    task=task, chief=chief, worker_id=worker_id)

@@ -1,9 +1,15 @@
-"""Shared fixtures: 4 logical CPU devices and the test data, once a session."""
+"""Shared fixtures: 4 logical CPU devices and the test data, once a session.
 
+`make test` runs the suite in two pytest-xdist worker processes; the data
+fixtures below are built once for both (`built_once`), not once a worker.
+"""
+
+import json
 import os
 import random
 import shutil
 
+import filelock
 import pytest
 
 NUM_CPU_DEVICES = 4
@@ -12,19 +18,47 @@ NUM_CPU_DEVICES = 4
 def pytest_configure(config):
   del config
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  if os.environ.get('PYTEST_XDIST_WORKER'):
+    # Several workers share the cores: one thread each for an op's inner
+    # loops (TensorFlow's default, a thread per core in every process,
+    # oversubscribes them and spins). Processes the tests start inherit it.
+    os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
   from distribution import strategy
   # Must happen before TensorFlow initialises; every test process gets 4.
   strategy.split_cpu(NUM_CPU_DEVICES)
+
+
+def built_once(tmp_path_factory, name: str, build):
+  """`build(folder)` run once for the whole session, even over several
+  xdist workers (they share their base temp folder's parent); returns
+  (folder, what build returned, through JSON).
+
+  The first worker builds under a file lock; the others wait for it and
+  read the result. A build that fails leaves no result, so the next worker
+  that needs it tries again (and fails the same way, naming the cause).
+  """
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get('PYTEST_XDIST_WORKER'):
+    root = root.parent
+  folder, result = root / name, root / f'{name}.json'
+  with filelock.FileLock(str(root / f'{name}.lock')):
+    if not result.exists():
+      shutil.rmtree(folder, ignore_errors=True)
+      folder.mkdir()
+      value = build(folder)
+      result.write_text(json.dumps(value))
+  return str(folder), json.loads(result.read_text())
 
 
 @pytest.fixture(scope='session')
 def quickstart_data(tmp_path_factory):
   """The quickstart digits as TFRecords (train 4 files, validation 3 files)."""
   from tools import build_quickstart_data
-  out = tmp_path_factory.mktemp('quickstart')
-  build_quickstart_data.build(str(out))
-  shutil.rmtree(out / 'images')
-  return str(out)
+
+  def build(out):
+    build_quickstart_data.build(str(out))
+    shutil.rmtree(out / 'images')
+  return built_once(tmp_path_factory, 'quickstart', build)[0]
 
 
 @pytest.fixture(scope='session')
@@ -32,10 +66,11 @@ def five_runs(quickstart_data, tmp_path_factory):
   """Model dirs of five real quickstart runs that reach the target (for
   scoring: tools.score and the launcher's end-to-end test)."""
   from tests import helpers
-  root = tmp_path_factory.mktemp('runs')
-  dirs = []
-  for seed in range(5):
-    model_dir = str(root / f'qs_{seed}')
+
+  def build(root):
+    return [train(str(root / f'qs_{seed}'), seed) for seed in range(5)]
+
+  def train(model_dir, seed):
     result = helpers.run_quick(
         quickstart_data, model_dir, SEED=seed, DETERMINISTIC=False,
         TARGET_ACCURACY=0.9,
@@ -44,17 +79,16 @@ def five_runs(quickstart_data, tmp_path_factory):
            'training.mlperf_log.Submission.division': "'closed'"})
     assert result.status == 'success'
     assert os.path.exists(os.path.join(model_dir, 'time_to_accuracy.png'))
-    dirs.append(model_dir)
-  return dirs
+    return model_dir
+  return built_once(tmp_path_factory, 'five_runs', build)[1]
 
 
 @pytest.fixture(scope='session')
 def bert_data(tmp_path_factory):
   """The BERT quickstart data: vocabulary, corpora and TFRecords."""
   from tools import build_bert_quickstart_data
-  out = tmp_path_factory.mktemp('bert_quickstart')
-  counts = build_bert_quickstart_data.build(str(out))
-  return str(out), counts
+  return built_once(tmp_path_factory, 'bert_quickstart',
+                    lambda out: build_bert_quickstart_data.build(str(out)))
 
 
 NUMBERS = ('zero one two three four five six seven eight nine ten eleven '
@@ -72,36 +106,36 @@ def sums_data(tmp_path_factory):
   """
   from tools import build_vocab
   from tools import create_pretraining_data
-  out = tmp_path_factory.mktemp('sums')
-  rng = random.Random(0)
-  documents = []
-  for _ in range(60):
-    sentences = []
-    for _ in range(12):
-      start, length = rng.randint(0, 12), rng.randint(4, 8)
-      sentences.append(' '.join(NUMBERS[start:start + length]) + ' .')
-    documents.append(sentences)
-  corpus = out / 'corpus.txt'
-  corpus.write_text('\n\n'.join('\n'.join(d) for d in documents) + '\n')
-  vocab = str(out / 'vocab.txt')
-  build_vocab.write_vocab(build_vocab.build_vocab(
-      input_files=[str(corpus)], vocab_size=200), vocab)
-  for split, dupe, shards in (('train', 5, 2), ('eval', 1, 3)):
-    create_pretraining_data.create(
-        input_files=[str(corpus)], vocab_file=vocab,
-        output_files=[str(out / f'{split}-{i}') for i in range(shards)],
-        max_seq_length=32, max_predictions_per_seq=5, dupe_factor=dupe,
-        random_seed=1 if split == 'train' else 2)
-  return str(out)
+
+  def build(out):
+    rng = random.Random(0)
+    documents = []
+    for _ in range(60):
+      sentences = []
+      for _ in range(12):
+        start, length = rng.randint(0, 12), rng.randint(4, 8)
+        sentences.append(' '.join(NUMBERS[start:start + length]) + ' .')
+      documents.append(sentences)
+    corpus = out / 'corpus.txt'
+    corpus.write_text('\n\n'.join('\n'.join(d) for d in documents) + '\n')
+    vocab = str(out / 'vocab.txt')
+    build_vocab.write_vocab(build_vocab.build_vocab(
+        input_files=[str(corpus)], vocab_size=200), vocab)
+    for split, dupe, shards in (('train', 5, 2), ('eval', 1, 3)):
+      create_pretraining_data.create(
+          input_files=[str(corpus)], vocab_file=vocab,
+          output_files=[str(out / f'{split}-{i}') for i in range(shards)],
+          max_seq_length=32, max_predictions_per_seq=5, dupe_factor=dupe,
+          random_seed=1 if split == 'train' else 2)
+  return built_once(tmp_path_factory, 'sums', build)[0]
 
 
 @pytest.fixture(scope='session')
 def translation_data(tmp_path_factory):
   """The Transformer quickstart data: catalog pairs, vocabulary, TFRecords."""
   from tools import build_translation_data
-  out = tmp_path_factory.mktemp('translation')
-  metadata = build_translation_data.quickstart(str(out))
-  return str(out), metadata
+  return built_once(tmp_path_factory, 'translation',
+                    lambda out: build_translation_data.quickstart(str(out)))
 
 
 @pytest.fixture(scope='session')
@@ -110,6 +144,8 @@ def ssd_data(tmp_path_factory):
   tools.convert_coco): 40 training canvases, the eval canvases of 40
   held-out digits."""
   from tools import build_ssd_quickstart_data
-  out = tmp_path_factory.mktemp('ssd_data')
-  build_ssd_quickstart_data.build(str(out), train_canvases=40, eval_digits=40)
-  return str(out)
+
+  def build(out):
+    build_ssd_quickstart_data.build(str(out), train_canvases=40,
+                                    eval_digits=40)
+  return built_once(tmp_path_factory, 'ssd_data', build)[0]

@@ -144,14 +144,6 @@ def run_worker_processes(module_and_args: list[str], out_dir,
     assert p.returncode == 0, out[-3000:]
 
 
-def run_two_workers(data_dir: str, model_dir: str, out_dir,
-                    gin_file: str = 'gin/resnet_quickstart.gin') -> None:
-  """Two workers of tests/multi_worker_main.py; each saves its results to
-  out_dir/w<i>.npz."""
-  run_worker_processes(['tests.multi_worker_main', data_dir, model_dir,
-                        gin_file], out_dir)
-
-
 def validation_logits(model, data_dir: str, image_size: int = 32):
   """(logits, labels 0..9) of every validation record, one device, no
   padding: the plain loop that in-loop evaluation is checked against."""

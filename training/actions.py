@@ -79,8 +79,10 @@ class ProgressLine:
             f'{event.examples_per_second:.1f} examples/s  '
             f'ETA {format_eta(eta)}', flush=True)
     elif isinstance(event, ev.EvalEnd):
+      late = (f', known at step {event.known_at_step}'
+              if event.known_at_step not in (None, event.step) else '')
       print(f'eval at step {event.step}: quality {event.quality:.4f} '
-            f'(target {self.target})', flush=True)
+            f'(target {self.target}{late})', flush=True)
     elif isinstance(event, ev.RunEnd):
       quality = event.quality if event.quality is not None else float('nan')
       print(f'run {event.status}: {self.quality_name} {quality:.4f} at step '
@@ -281,7 +283,10 @@ class KeepBestCheckpoint:
     if not better:
       return
     self.best = event.quality
-    path = self.checkpointer.save(event.step)
+    # An asynchronous evaluation's weights are in its checkpoint; the
+    # model has moved on.
+    path = (self.checkpointer.adopt(event.checkpoint, event.step)
+            if event.checkpoint else self.checkpointer.save(event.step))
     if self.chief:
       with tf.io.gfile.GFile(self.record, 'w') as f:
         json.dump({'step': event.step, 'quality': event.quality,

@@ -96,6 +96,7 @@ class Checkpointer:
                        os.path.join(model_dir, 'worker_scratch',
                                     f'{folder}-{worker_id}'))
     self._kept = [p for p in self._listed() if self._exists(p)]
+    self._held = set()  # Kept out of rotation (hold / release).
 
   # -- What is on disk ----------------------------------------------------------
 
@@ -263,9 +264,46 @@ class Checkpointer:
       print(f'warning: {path} does not read back; older checkpoints are '
             'kept.', flush=True)
       return path
-    while len(self._kept) > self.max_to_keep:
-      old = self._kept.pop(0)
+    self._rotate()
+    return path
+
+  def _rotate(self) -> None:
+    """Deletes the oldest checkpoints beyond max_to_keep, held ones aside."""
+    free = [p for p in self._kept if p not in self._held]
+    for old in free[:max(len(free) - self.max_to_keep, 0)]:
+      self._kept.remove(old)
       for name in tf.io.gfile.glob(old + '.*'):
         tf.io.gfile.remove(name)
     self._write_state()
+
+  def hold(self, step: int) -> str:
+    """Saves the state at `step` (unless just saved) and keeps it out of
+    rotation until `release`: an asynchronous evaluation's weights, on disk
+    until its result says whether they met the target."""
+    path = os.path.join(self._write_dir, f'ckpt-{step}')
+    if self.last_saved_step != step:
+      path = self.save(step)
+    if self.chief:
+      self._held.add(path)
     return path
+
+  def adopt(self, source: str, step: int) -> str:
+    """Copies the checkpoint `source` (of another folder) in as this
+    folder's `ckpt-<step>`, then rotates; the chief's job (other workers
+    only return the path)."""
+    path = os.path.join(self.directory, f'ckpt-{step}')
+    if not self.chief:
+      return path
+    tf.io.gfile.makedirs(self.directory)
+    for name in tf.io.gfile.glob(source + '.*'):
+      tf.io.gfile.copy(name, path + name[len(source):], overwrite=True)
+    self._kept = [p for p in self._kept if p != path] + [path]
+    self.last_saved_step = step
+    self._rotate()
+    return path
+
+  def release(self, path: str) -> None:
+    """Returns a held checkpoint to the rotation."""
+    if path in self._held:
+      self._held.discard(path)
+      self._rotate()

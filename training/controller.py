@@ -123,13 +123,15 @@ class Controller:
     """Args:
       train_loop: train_loop(iterator, num_steps) -> mean loss (step.py).
       make_train_iterator: start_step -> the training iterator there.
-      evaluator: an Evaluator (compile(), evaluate() -> (quality, metrics)).
+      evaluator: an Evaluator (training/evaluator.py: compile(), start(step),
+        results(wait) -> EvalResults in order, cancel(), asynchronous).
       step: the global step variable (advanced by the train loop).
       schedule: the run's schedule.
       total_steps: the step budget.
       steps_per_epoch: for the epoch of each evaluation (0: unknown).
       checkpointer: restore_latest() -> checkpoints.Restored, save(step),
-        last_saved_step.
+        last_saved_step; for asynchronous evaluations hold(step) -> path
+        (saved and kept out of rotation) and release(path).
       actions: called with every event, in order.
       learning_rate: the schedule, for the progress line.
       explain_input_error: an input error -> a message naming the bad input.
@@ -147,6 +149,7 @@ class Controller:
     self.check_start = check_start
     self.train_iterator = None
     self.resumed_from = None
+    self.snapshots = {}  # Step -> checkpoint of an asynchronous evaluation.
 
   def _notify(self, event) -> list[ev.Decision]:
     return ev.notify(self.actions, event)
@@ -192,6 +195,7 @@ class Controller:
     try:
       status, quality, evals, preempted = self._loop()
     except BaseException:
+      self._drop_pending('the run stopped with an error')
       self._notify(ev.RunEnd(step=int(self.step.numpy()), status='aborted',
                              quality=None,
                              time_to_train=time.time() - run_start))
@@ -229,16 +233,51 @@ class Controller:
           examples_per_second=examples_per_second))
       if s.evaluates_at(step, total):
         self._notify(ev.EvalStart(step=step))
-        quality, metrics = self._explained(self.evaluator.evaluate)
-        epoch = (round(step / self.steps_per_epoch, 4)
+        if self.evaluator.asynchronous:
+          # Training moves on before the result: keep these weights.
+          self.snapshots[step] = self.checkpointer.hold(step)
+        self._explained(self.evaluator.start, step)
+      results = self.evaluator.results(wait=step >= total)
+      for i, result in enumerate(results):
+        quality = result.quality
+        epoch = (round(result.step / self.steps_per_epoch, 4)
                  if self.steps_per_epoch else None)
-        evals.append((step, epoch, quality, metrics))
-        decisions += self._notify(ev.EvalEnd(step=step, quality=quality,
-                                             metrics=metrics))
+        evals.append((result.step, epoch, quality, result.metrics))
+        decided = self._notify(ev.EvalEnd(
+            step=result.step, quality=quality, metrics=result.metrics,
+            checkpoint=self.snapshots.get(result.step), known_at_step=step))
+        # Its snapshot is kept (met the target) or released.
+        self._release_snapshot(result.step, decided)
+        decisions += decided
+        if any(d.stop for d in decided):
+          unread = [r.step for r in results[i + 1:]]
+          break
+      else:
+        unread = []
       for d in decisions:
         status = d.status or status
       if any(d.stop for d in decisions):
+        self._drop_pending(f'the run stopped at step {step}', unread)
         return status, quality, evals, any(d.preempted for d in decisions)
       # Loop timing restarts after evaluations and saves.
       last_time = time.time()
     return status, quality, evals, False
+
+  def _release_snapshot(self, step: int, decisions) -> None:
+    """An asynchronous evaluation's weights stay on disk if they met the
+    target; otherwise they return to the usual rotation."""
+    path = self.snapshots.pop(step, None)
+    if path is None:
+      return
+    if any(d.status == 'success' for d in decisions):
+      print(f'the weights that met the target: {path}', flush=True)
+    else:
+      self.checkpointer.release(path)
+
+  def _drop_pending(self, why: str, unread=()) -> None:
+    steps = [*unread, *self.evaluator.cancel()]
+    if steps:
+      print(f'dropped the evaluations still computing (steps '
+            f'{", ".join(map(str, steps))}): {why}.', flush=True)
+    for step in steps:
+      self._release_snapshot(step, ())

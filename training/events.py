@@ -53,9 +53,18 @@ class EvalStart:
 
 @dataclasses.dataclass(frozen=True)
 class EvalEnd:
+  """The result of the evaluation of the weights of `step`.
+
+  Synchronous, it comes at that step. Asynchronous (training went on while
+  the host computed the metric), it comes at the loop end `known_at_step`,
+  and `checkpoint` holds the weights of `step` (the model now has later
+  ones).
+  """
   step: int
   quality: float
   metrics: dict  # The eval sums and the host metric's values.
+  checkpoint: str | None = None
+  known_at_step: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -205,11 +205,12 @@ def test_bert_quickstart_on_a_2x2_mesh_from_the_command_line(sums_data,
   # A fresh process splits its CPU into the mesh's 4 before listing devices
   # (the in-process tests above run with the CPU already split). Training
   # on a mesh is checked against one device and against data-parallel
-  # workers above; here 40 steps and one eval over every example.
+  # workers above; here 10 steps and one eval over every example.
   model_dir = str(tmp_path / 'run')
   bindings = helpers.sums_bindings(sums_data, model_dir, MESH_SHAPE=(2, 2),
-                                   DETERMINISTIC=True, TRAIN_STEPS=40,
-                                   FIRST_EVAL_STEP=40)
+                                   DETERMINISTIC=True, TRAIN_STEPS=10,
+                                   STEPS_PER_LOOP=10, EVAL_EVERY_STEPS=10,
+                                   FIRST_EVAL_STEP=10)
   done = subprocess.run(
       [helpers.PYTHON, 'train.py', '--gin_file=gin/bert_quickstart.gin',
        f'--model_dir={model_dir}', *(f'--gin_param={b}' for b in bindings)],
@@ -217,7 +218,7 @@ def test_bert_quickstart_on_a_2x2_mesh_from_the_command_line(sums_data,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=helpers.ROOT))
   # Exit 1: the step budget ran out before the target, as intended.
   assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-  assert 'eval at step 40' in done.stdout
+  assert 'eval at step 10' in done.stdout
   assert 'were dropped' not in done.stdout + done.stderr  # Eval counts all.
   log = open(os.path.join(model_dir, 'mlperf.log')).read()
   assert '"eval_samples", "value": 100' in log

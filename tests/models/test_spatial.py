@@ -56,11 +56,12 @@ def step(num_devices, partitions):
           model)
 
 
-# One group of 4: members with neighbours on both sides and at the edges.
 # Two groups of 2: halos and batch-norm statistics through group collectives
-# (distribution/replica_groups.py), gradients included. (One group of 2
-# across two processes: the slow test at the end.)
-@pytest.mark.parametrize('num_devices,partitions', [(4, 4), (4, 2)])
+# (distribution/replica_groups.py), gradients included. (One group of 4,
+# members with neighbours on both sides: SSD's test, tests/models/
+# test_ssd_spatial.py; one group of 2 across two processes: the slow test at
+# the end.)
+@pytest.mark.parametrize('num_devices,partitions', [(4, 2)])
 def test_partitioned_resnet_equals_whole_images(num_devices, partitions):
   groups = num_devices // partitions
   whole_logits, whole_grads, model = step(groups, 1)

@@ -216,3 +216,36 @@ def test_non_chief_skips_a_damaged_checkpoint_without_moving_it(tmp_path):
   assert int(step.numpy()) == 10
   assert 'the chief sets it aside' in restored.skipped[0]
   assert 'ckpt-20.index' in os.listdir(tmp_path / 'checkpoints')
+
+
+def test_a_held_checkpoint_outlives_rotation_until_released(tmp_path):
+  # An asynchronous evaluation's weights: held at its step, released when
+  # its result did not meet the target.
+  saver, values, step = make(tmp_path, max_to_keep=1)
+  for s in (4, 6, 8):
+    step.assign(s)
+    for v in values:
+      v.assign(tf.fill(v.shape, float(s)))
+    if s == 4:
+      held = saver.hold(s)
+    else:
+      saver.save(s)
+  folder = tmp_path / 'checkpoints'
+  assert index_files(folder) == ['ckpt-4.index', 'ckpt-8.index']
+  again = saver.hold(8)  # Just saved: held, not saved again.
+  assert again.endswith('ckpt-8') and saver.last_saved_step == 8
+  saver.release(again)
+  assert index_files(folder) == ['ckpt-4.index', 'ckpt-8.index']
+  # The best-checkpoint folder takes a copy of the held weights.
+  best = checkpoints.Checkpointer(model_dir=str(tmp_path), chief=True,
+                                  folder='best', max_to_keep=1,
+                                  values=[tf.Variable(np.zeros([500],
+                                                               np.float32))
+                                          for _ in range(5)],
+                                  step=tf.Variable(0, dtype=tf.int64))
+  best.adopt(held, 4)
+  reader = tf.train.load_checkpoint(str(tmp_path / 'best'))
+  assert reader.get_tensor('step/.ATTRIBUTES/VARIABLE_VALUE') == 4
+  saver.release(held)
+  assert index_files(folder) == ['ckpt-8.index']
+  assert tf.train.latest_checkpoint(str(folder)).endswith('ckpt-8')

@@ -9,6 +9,7 @@ import tensorflow as tf
 from training import actions
 from training import checkpoints
 from training import controller as controller_lib
+from training import evaluator as evaluator_lib
 from training import events as ev
 from training import mlperf_log
 
@@ -17,6 +18,7 @@ class FakeCheckpointer:
   def __init__(self, restore_to=None, step=None):
     self.saved, self.last_saved_step = [], None
     self.restore_to, self.step = restore_to, step
+    self.held = set()
 
   def restore_latest(self):
     if self.restore_to is None:
@@ -32,25 +34,51 @@ class FakeCheckpointer:
     self.last_saved_step = step
     return f'ckpt-{step}'
 
+  def hold(self, step):
+    path = self.save(step) if self.last_saved_step != step else f'ckpt-{step}'
+    self.held.add(path)
+    return path
+
+  def release(self, path):
+    self.held.remove(path)
+
 
 class FakeEvaluator:
-  """Quality as a function of the step."""
+  """Quality as a function of the step; with `lag`, asynchronous: each
+  result is known `lag` loop ends after the one that started it."""
 
-  def __init__(self, step, quality_at):
-    self.step, self.quality_at = step, quality_at
+  def __init__(self, step, quality_at, lag=0):
+    self.step, self.quality_at, self.lag = step, quality_at, lag
+    self.asynchronous = lag > 0
     self.compiled = False
+    self.pending = []  # [eval step, loop ends to go]
 
   def compile(self):
     self.compiled = True
 
-  def evaluate(self):
-    step = int(self.step.numpy())
-    return self.quality_at(step), {'examples': 10.0}
+  def start(self, step):
+    assert step == int(self.step.numpy())  # The weights of that step.
+    self.pending.append([step, self.lag])
+
+  def results(self, *, wait):
+    out = []
+    while self.pending and (wait or self.pending[0][1] <= 0):
+      step, _ = self.pending.pop(0)
+      out.append(evaluator_lib.EvalResult(step, self.quality_at(step),
+                                          {'examples': 10.0}))
+    for p in self.pending:
+      p[1] -= 1
+    return out
+
+  def cancel(self):
+    steps = [p[0] for p in self.pending]
+    self.pending.clear()
+    return steps
 
 
 def make(*, quality_at=lambda s: s / 100, losses=None, restore_to=None,
          extra_actions=(), higher_is_better=True, target=0.5,
-         stop_at_target=True, **schedule):
+         stop_at_target=True, lag=0, **schedule):
   step = tf.Variable(0, dtype=tf.int64)
   started_at = []
 
@@ -75,7 +103,7 @@ def make(*, quality_at=lambda s: s / 100, losses=None, restore_to=None,
   c = controller_lib.Controller(
       train_loop=train_loop,
       make_train_iterator=lambda start: started_at.append(start) or 'it',
-      evaluator=FakeEvaluator(step, quality_at), step=step,
+      evaluator=FakeEvaluator(step, quality_at, lag), step=step,
       schedule=schedule, total_steps=schedule.total_steps(0),
       steps_per_epoch=4, checkpointer=checkpointer, actions=run_actions,
       learning_rate=lambda s: 0.1)
@@ -257,3 +285,62 @@ def test_each_attempt_gets_its_own_log_and_a_resumed_one_says_so(tmp_path):
   resumed = [json.loads(l.split(':::MLLOG ')[1]) for l in
              path.read_text().splitlines() if 'resumed_from' in l][0]
   assert resumed['value'] == 'ckpt-8' and resumed['metadata']['step'] == 8
+
+
+# Asynchronous evaluations (training/evaluator.py): the Controller's side.
+
+
+def test_an_async_result_stops_the_run_where_it_is_known():
+  # Evals every 4 steps, loops of 2, results 1 loop end late: the eval at
+  # step 8 (0.8) is known at step 10, where the run stops.
+  c, ckpt, seen, _ = make(quality_at=lambda s: s / 10, lag=1)
+  result = c.run()
+  assert (result.status, result.step, result.quality) == ('success', 10, 0.8)
+  assert [e[0] for e in result.evals] == [4, 8]
+  ends = [e for e in seen if isinstance(e, ev.EvalEnd)]
+  assert [(e.step, e.known_at_step, e.checkpoint) for e in ends] == [
+      (4, 6, 'ckpt-4'), (8, 10, 'ckpt-8')]
+  # Each eval's weights were saved at its step; the ones that met the
+  # target stay held (out of rotation); the final state is saved too.
+  assert ckpt.saved == [4, 8, 10] and ckpt.held == {'ckpt-8'}
+
+
+def test_the_budget_end_waits_for_every_async_result():
+  c, ckpt, _, _ = make(quality_at=lambda s: 1.0 if s == 20 else 0.0, lag=3,
+                       train_steps=20)
+  result = c.run()
+  assert (result.status, result.step) == ('success', 20)
+  assert [e[0] for e in result.evals] == [4, 8, 12, 16, 20]
+  assert ckpt.held == {'ckpt-20'}
+
+
+def test_evaluations_still_computing_at_a_stop_are_dropped_and_named(capsys):
+  # The eval at 4 (quality 1) is known at 10; the one at 8 is still running.
+  c, ckpt, _, _ = make(quality_at=lambda s: 1.0 if s == 4 else 0.0, lag=3)
+  result = c.run()
+  assert (result.status, result.step) == ('success', 10)
+  assert [e[0] for e in result.evals] == [4]
+  assert ('dropped the evaluations still computing (steps 8): the run '
+          'stopped at step 10.') in capsys.readouterr().out
+  assert ckpt.held == {'ckpt-4'}  # Step 8's returned to the rotation.
+
+
+def test_an_async_mlperf_log_passes_its_events_in_order(tmp_path):
+  path = tmp_path / 'mlperf.log'
+  log = new_log(path)
+  log.hyperparameters = {'global_batch_size': 8}
+  ev.notify([log], ev.InitStart())
+  c, _, _, _ = make(train_steps=12, quality_at=lambda s: s / 10, lag=1,
+                    extra_actions=[log])
+  c.run()
+  lines = [json.loads(l.split(':::MLLOG ')[1]) for l in path.read_text(
+  ).splitlines()]
+  events = [(l['key'], l['metadata'].get('epoch_num')) for l in lines
+            if l['key'].startswith(('eval', 'run_stop', 'block'))]
+  # The eval of step 8 (epoch 2) is logged with its epoch when known, in
+  # the block after it; run_stop follows at once.
+  assert events == [
+      ('block_start', None), ('block_stop', None), ('eval_start', 1.0),
+      ('block_start', None), ('eval_accuracy', 1.0), ('eval_stop', 1.0),
+      ('block_stop', None), ('eval_start', 2.0), ('block_start', None),
+      ('eval_accuracy', 2.0), ('eval_stop', 2.0), ('run_stop', None)]

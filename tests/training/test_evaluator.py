@@ -1,5 +1,7 @@
 """The Evaluator: host metrics fed chunk by chunk without padding."""
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -72,3 +74,91 @@ def test_host_metric_gets_every_real_example_once_in_chunks(steps_per_loop):
   assert metrics['examples'] == metrics['host_examples'] == 10
   assert quality == pytest.approx(float((x @ np.array([0.5, -0.25])).max()),
                                   rel=1e-6)
+
+
+class Failing(Collect):
+  def update(self, outputs):
+    raise ValueError('a bad chunk')
+
+
+class Blocking(Collect):
+  """Its result waits for `release` (a metric that hangs, then recovers)."""
+
+  def __init__(self):
+    self.release = threading.Event()
+
+  def result(self):
+    self.release.wait()
+    return super().result()
+
+
+def evaluator_for(metric, **options):
+  strategy = strategies.make_strategy(kind='mirrored', num_cpu_devices=2)
+  x, y = data(n=8)
+  with strategy.scope():
+    model = Linear()
+  ds = tf.data.Dataset.from_tensor_slices({
+      'x': x, 'y': y, 'index': np.arange(8, dtype=np.int32),
+      'mask': np.ones(8, np.float32)}).batch(4)
+  dist = strategy.experimental_distribute_dataset(ds)
+  task = HostTask()
+  task.metric = metric
+  evaluator = evaluator_lib.Evaluator(
+      worker_sum=strategies.make_worker_sum(strategy, tf.float64),
+      eval_loop=step_lib.make_eval_loop(strategy=strategy, model=model,
+                                        task=task),
+      make_iterator=lambda: iter(dist), steps=2, task=task, chief=True,
+      expected_count=8, **options)
+  evaluator.compile()
+  return evaluator, model, x
+
+
+def test_async_results_come_in_order_each_with_the_weights_of_its_step():
+  evaluator, model, x = evaluator_for(Collect(), asynchronous=True)
+  assert evaluator.asynchronous
+  expected = []
+  for step, w in ((10, [0.5, -0.25]), (20, [-1.0, 2.0])):
+    model.w.assign(w)  # Training moved the weights on.
+    evaluator.start(step)
+    expected.append(float((x @ np.array(w, np.float32)).max()))
+  results = evaluator.results(wait=True)
+  assert [r.step for r in results] == [10, 20]
+  assert [r.quality for r in results] == pytest.approx(expected, rel=1e-6)
+  assert all(r.metrics['host_examples'] == r.metrics['examples'] == 8
+             for r in results)
+  assert evaluator.pending_steps == []
+
+
+def test_an_async_result_not_ready_is_not_waited_for():
+  metric = Blocking()
+  evaluator, _, _ = evaluator_for(metric, asynchronous=True)
+  evaluator.start(5)
+  assert evaluator.results(wait=False) == []  # Training goes on.
+  assert evaluator.pending_steps == [5]
+  metric.release.set()
+  assert [r.step for r in evaluator.results(wait=True)] == [5]
+
+
+def test_a_hung_host_metric_stops_the_run_naming_the_eval_step():
+  metric = Blocking()
+  evaluator, _, _ = evaluator_for(metric, asynchronous=True,
+                                  host_timeout_seconds=0.2)
+  evaluator.start(5)
+  try:
+    with pytest.raises(evaluator_lib.HostMetricError,
+                       match=r'HostTask did not finish the evaluation at step '
+                       r'5 in 0.2 s \(train.train.host_metric_timeout_'):
+      evaluator.results(wait=True)
+  finally:
+    metric.release.set()
+  assert evaluator.pending_steps == []
+
+
+@pytest.mark.parametrize('asynchronous', [False, True])
+def test_a_failing_host_metric_is_named_with_its_eval_step(asynchronous):
+  evaluator, _, _ = evaluator_for(Failing(), asynchronous=asynchronous)
+  evaluator.start(3)
+  with pytest.raises(evaluator_lib.HostMetricError,
+                     match=r'HostTask failed on the evaluation at step 3: '
+                     r'ValueError: a bad chunk'):
+    evaluator.results(wait=True)

@@ -1,5 +1,7 @@
 """Host-side evaluation: a metric that is not a sum (ROC AUC) through the
-runtime, on 3 replicas and on 2 worker processes, against a plain loop."""
+runtime on 2 worker processes, computed beside training, against a plain
+loop. (Over 3 replicas with padding: SSD's COCO mAP in
+tests/test_ssd_train.py.)"""
 
 import json
 
@@ -12,8 +14,6 @@ import tensorflow as tf
 from tests import binary_digits
 from tests import helpers
 
-SHORT = {'TRAIN_STEPS': 30, 'EVAL_EVERY_STEPS': 30, 'STEPS_PER_LOOP': 10}
-
 
 def plain_auc(model, data_dir: str):
   """sklearn's ROC AUC over every validation digit, one device, no padding."""
@@ -24,27 +24,14 @@ def plain_auc(model, data_dir: str):
 
 
 @pytest.mark.slow
-def test_auc_on_three_replicas_equals_a_plain_loop(quickstart_data, tmp_path):
-  result = helpers.run_gin(
-      ['tests/binary_digits.gin', 'gin/hardware/cpu_mirrored.gin'],
-      helpers.quick_bindings(quickstart_data, str(tmp_path / 'run'),
-                             CPU_REPLICAS=3, GLOBAL_BATCH_SIZE=48,
-                             EVAL_BATCH_SIZE=42, **SHORT))  # 360 % 42 != 0
-  metrics_ = result.evals[-1][3]
-  auc, positives = plain_auc(result.model, quickstart_data)
-  # Every example reached the host metric once; the padding did not.
-  assert metrics_['host_examples'] == metrics_['examples'] == 360
-  assert metrics_['host_positives'] == positives
-  assert 0.5 < auc < 1.0  # Trained a little: a rank metric with real content.
-  assert result.quality == pytest.approx(auc, abs=1e-5)
-
-
-@pytest.mark.slow
 def test_auc_on_two_worker_processes_equals_a_plain_loop(quickstart_data,
                                                          tmp_path):
   model_dir = str(tmp_path / 'run')
-  helpers.run_two_workers(quickstart_data, model_dir, tmp_path,
-                          gin_file='tests/binary_digits.gin')
+  # The metric beside training (ASYNC_EVAL): both workers learn each result
+  # at the same loop end from the chief.
+  helpers.run_worker_processes(
+      ['tests.multi_worker_main', quickstart_data, model_dir,
+       'tests/binary_digits.gin', 'ASYNC_EVAL=True'], tmp_path)
   chief, other = (json.load(open(tmp_path / f'w{i}.npz.json'))
                   for i in range(2))
   # The chief computed the metric; the other worker received its quality.
@@ -57,4 +44,7 @@ def test_auc_on_two_worker_processes_equals_a_plain_loop(quickstart_data,
   tf.train.Checkpoint(model=model).read(tf.train.latest_checkpoint(
       f'{model_dir}/checkpoints')).expect_partial()
   auc, _ = plain_auc(model, quickstart_data)
-  assert chief['quality'] == pytest.approx(auc, abs=1e-5)
+  # A rank metric: the run's eval batches (50) and the plain loop's (1,000)
+  # round the logits apart by float32 noise, which may swap a near-tied
+  # pair or two (one pair is 1 / (180 x 180) = 3e-5 of AUC).
+  assert chief['quality'] == pytest.approx(auc, abs=1e-4)

@@ -148,6 +148,8 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
         ['tests.multi_worker_main', quickstart_data, str(tmp_path / f'm_{name}'),
          'gin/resnet_quickstart.gin', *extra], out)
     results[name] = [np.load(out / f'w{i}.npz') for i in range(2)]
+  # ResNet-18 quickstart, LARS, one gin switch: sharded updates against
+  # plain ones.
   plain, sharded = results['plain'], results['sharded']
   keys = [k for k in plain[0].files if k != 'count']
   assert len(keys) > 50
@@ -155,3 +157,9 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
     np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
     np.testing.assert_allclose(sharded[0][k], plain[0][k], rtol=1e-5,
                                atol=1e-6, err_msg=k)
+  # Its checkpoints are in the unsharded layout: the plain run's reader
+  # sees the same names and shapes.
+  layouts = [tf.train.load_checkpoint(str(tmp_path / f'm_{name}' /
+                                          'checkpoints'))
+             .get_variable_to_shape_map() for name in ('plain', 'sharded')]
+  assert layouts[0] == layouts[1]
