@@ -18,7 +18,7 @@ def bindings(data_dir, model_dir, **overrides):
   values = {
       'DATA_DIR': repr(data_dir), 'train.train.model_dir': repr(model_dir),
       'TRAIN_STEPS': 600, 'STEPS_PER_LOOP': 50, 'EVAL_EVERY_STEPS': 50,
-      'FIRST_EVAL_STEP': 150, 'WARMUP_STEPS': 100,
+      'FIRST_EVAL_STEP': 250,
       # Targets have at most 48 ids: 10 steps past the source's padded
       # length are enough, and decoding time grows with that length.
       'models.transformer_task.TransformerTask.extra_decode_length': 10,
