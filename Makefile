@@ -66,6 +66,6 @@ test: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
 test-fast: venv
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
 .PHONY: venv garden_venv torch_venv data bert_data transformer_data ssd_data quickstart bert_quickstart transformer_quickstart ssd_quickstart test test-fast
