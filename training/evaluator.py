@@ -48,6 +48,9 @@ class _Pending:
   # last one's value is the metric's.
   host: list[concurrent.futures.Future]
 
+  def finished(self) -> bool:
+    return all(f.done() for f in self.host)
+
   def error(self) -> BaseException | None:
     return next((f.exception() for f in self.host if f.exception()), None)
 
@@ -221,7 +224,7 @@ class Evaluator:
     if wait:
       concurrent.futures.wait(
           head.host, timeout=self.host_timeout_seconds or None)
-    if not all(f.done() for f in head.host):
+    if not head.finished():
       return _FAILED if wait else _RUNNING
     return _FAILED if head.error() else _DONE
 
@@ -231,7 +234,7 @@ class Evaluator:
       return HostMetricError(
           f'The host metric of {name} failed on the chief for the evaluation '
           f'at step {head.step}; the chief\'s log names the error.')
-    if not all(f.done() for f in head.host):
+    if not head.finished():
       return HostMetricError(
           f'The host metric of {name} did not finish the evaluation at step '
           f'{head.step} in {self.host_timeout_seconds:g} s '

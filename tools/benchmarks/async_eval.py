@@ -25,10 +25,12 @@ import tempfile
 from absl import app
 from absl import flags
 
+from training import time_to_accuracy
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 FLAGS = flags.FLAGS
-MLLOG = ':::MLLOG '
+MLLOG = time_to_accuracy.MLLOG_PREFIX
 
 
 def run(gin_file: str, data_dir: str, model_dir: str, asynchronous: bool,
@@ -44,27 +46,27 @@ def run(gin_file: str, data_dir: str, model_dir: str, asynchronous: bool,
   if done.returncode not in (0, 1):
     raise RuntimeError(f'train.py exited {done.returncode}:\n'
                        f'{done.stderr[-3000:]}')
-  with open(os.path.join(model_dir, 'mlperf.log')) as f:
-    lines = [json.loads(line.split(MLLOG, 1)[1]) for line in f
-             if MLLOG in line]
-  time_of, evals, starts, eval_seconds = {}, [], {}, []
-  for line in lines:
-    key, meta = line['key'], line.get('metadata', {})
-    if key in ('run_start', 'run_stop'):
-      time_of[key] = line['time_ms']
-    elif key == 'eval_start':
-      starts[meta['epoch_num']] = line['time_ms']
-    elif key == 'eval_accuracy':
-      evals.append((meta['epoch_num'], line['value']))
-    elif key == 'eval_stop':
-      eval_seconds.append(
-          (line['time_ms'] - starts[meta['epoch_num']]) / 1000)
+  log = os.path.join(model_dir, 'mlperf.log')
+  run_log = time_to_accuracy.read_log(log)
+  # read_log has no eval_start / eval_stop: their spans are read here.
+  starts, eval_seconds = {}, []
+  with open(log) as f:
+    for line in f:
+      if MLLOG not in line:
+        continue
+      entry = json.loads(line.split(MLLOG, 1)[1])
+      epoch = entry.get('metadata', {}).get('epoch_num')
+      if entry['key'] == 'eval_start':
+        starts[epoch] = entry['time_ms']
+      elif entry['key'] == 'eval_stop':
+        eval_seconds.append((entry['time_ms'] - starts[epoch]) / 1000)
   last_step = None
   for text in done.stdout.splitlines():
     if text.startswith('run '):
       last_step = int(text.rsplit(' at step ', 1)[1].split(';')[0])
-  return {'seconds': (time_of['run_stop'] - time_of['run_start']) / 1000,
-          'evals': evals, 'eval_seconds': eval_seconds,
+  return {'seconds': run_log.minutes * 60,
+          'evals': [(epoch, quality) for _, epoch, quality in run_log.evals],
+          'eval_seconds': eval_seconds,
           'stop_step': last_step, 'success': done.returncode == 0}
 
 
