@@ -1,6 +1,7 @@
 """ResNet v1.5 (stride on the 3x3 convolution) as a plain tf.Module.
 
-Depths 18/34 use basic blocks, 50/101 bottleneck blocks. Weights are float32
+Depths 10/18/34 use basic blocks, 50/101 bottleneck blocks (10: one basic
+block a stage, the small ResNet the runtime tests train). Weights are float32
 variables; `compute_dtype='bfloat16'` casts them once per step and runs the
 convolutions in bfloat16 (batch-norm statistics and the loss stay float32).
 """
@@ -10,7 +11,7 @@ import tensorflow as tf
 from models import layers
 from models import spatial as spatial_lib
 
-STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3),
+STAGE_BLOCKS = {10: (1, 1, 1, 1), 18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3),
                 101: (3, 4, 23, 3)}
 BOTTLENECK_DEPTHS = (50, 101)
 
@@ -31,7 +32,7 @@ class ResNet(tf.Module):
                stage_strides: tuple = (1, 2, 2, 2), classifier: bool = True,
                seed: int = 0):
     """Args:
-      depth: 18, 34, 50 or 101.
+      depth: 10, 18, 34, 50 or 101.
       width_multiplier: scales every layer's channel count.
       num_classes: size of the classifier.
       zero_init_last_bn_gamma: start each residual branch as identity.

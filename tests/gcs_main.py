@@ -19,7 +19,8 @@ def train(steps):
   return subprocess.run(
       [sys.executable, os.path.join(ROOT, 'train.py'),
        '--gin_file=gin/resnet_quickstart.gin', '--model_dir=gs://test/run',
-       "--gin.DATA_DIR='gs://test/data'", f'--gin.TRAIN_STEPS={steps}',
+       "--gin.DATA_DIR='gs://test/data'", '--gin.DEPTH=10',
+       f'--gin.TRAIN_STEPS={steps}',
        '--gin.STEPS_PER_LOOP=2', '--gin.EVAL_EVERY_STEPS=4',
        '--gin.CHECKPOINT_EVERY_STEPS=2',
        '--gin.training.schedules.PolynomialWarmup.warmup_epochs=0.01'],

@@ -21,7 +21,8 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=helpers.ROOT)
 def train_cmd(data_dir, model_dir, *params):
   return [helpers.PYTHON, os.path.join(helpers.ROOT, 'train.py'),
           '--gin_file=gin/resnet_quickstart.gin', f'--model_dir={model_dir}',
-          f"--gin.DATA_DIR='{data_dir}'", *params]
+          f"--gin.DATA_DIR='{data_dir}'", f'--gin.{helpers.SMALL_RESNET}',
+          *params]
 
 
 def run(cmd, timeout=300):
@@ -105,7 +106,7 @@ def uninterrupted(quickstart_data, tmp_path_factory):
 
 
 def assert_same_weights(a, b):
-  assert a.keys() == b.keys() and len(a) > 100
+  assert a.keys() == b.keys() and len(a) > 50  # ResNet-10: 62 tensors.
   for k in a:
     np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 

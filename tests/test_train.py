@@ -66,7 +66,7 @@ def test_three_replicas_train_like_one_and_count_every_eval_example_once(
       extra_files=['gin/hardware/cpu_mirrored.gin'], CPU_REPLICAS=3,
       EVAL_BATCH_SIZE=42)  # 360 % 42 != 0: the last batch is padded.
   a, b = helpers.weights(one.model), helpers.weights(three.model)
-  initial = helpers.weights(ResNet(depth=18, width_multiplier=0.25,
+  initial = helpers.weights(ResNet(depth=10, width_multiplier=0.25,
                                    num_classes=10, seed=0))
   for k in a:
     moved = np.linalg.norm(a[k] - initial[k])

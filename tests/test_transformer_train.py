@@ -17,13 +17,13 @@ from tests import helpers
 def bindings(data_dir, model_dir, **overrides):
   values = {
       'DATA_DIR': repr(data_dir), 'train.train.model_dir': repr(model_dir),
-      'TRAIN_STEPS': 600, 'STEPS_PER_LOOP': 50, 'EVAL_EVERY_STEPS': 50,
-      'FIRST_EVAL_STEP': 250,
+      'TRAIN_STEPS': 300, 'STEPS_PER_LOOP': 50, 'EVAL_EVERY_STEPS': 50,
+      'FIRST_EVAL_STEP': 100,
       # Targets have at most 48 ids: 10 steps past the source's padded
       # length are enough, and decoding time grows with that length.
       'models.transformer_task.TransformerTask.extra_decode_length': 10,
       'EVAL_BATCH_SIZE': 256, 'CHECKPOINT_EVERY_STEPS': 0,
-      'TARGET_BLEU': 0.25, 'DETERMINISTIC': True,
+      'TARGET_BLEU': 0.15, 'DETERMINISTIC': True,
   }
   values.update(overrides)
   return [f'{k} = {v}' for k, v in values.items()]

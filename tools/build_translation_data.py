@@ -237,12 +237,13 @@ def build(*, output_dir: str, train_pairs: list[tuple],
   return metadata
 
 
-def quickstart(output_dir: str) -> dict:
-  """The CPU quickstart's data: catalog pairs, 1 in 20 held out (those of
-  at most 48 ids a side: the few long messages would set every eval
-  batch's decoding length)."""
+def quickstart(output_dir: str, eval_every: int = 20) -> dict:
+  """The CPU quickstart's data: catalog pairs, 1 in `eval_every` held out
+  (those of at most 48 ids a side: the few long messages would set every
+  eval batch's decoding length)."""
   from tools import gettext_pairs
-  train, evaluation = held_out(gettext_pairs.catalog_pairs(), every=20)
+  train, evaluation = held_out(gettext_pairs.catalog_pairs(),
+                               every=eval_every)
   return build(output_dir=output_dir, train_pairs=train,
                eval_pairs=evaluation, vocab_size=4000, max_length=48,
                packed_length=64, eval_max_length=48, train_shards=4,

@@ -28,7 +28,7 @@ def exported(quickstart_data, tmp_path_factory):
   try:
     export_savedmodel.export(
         gin_files=[os.path.join(helpers.ROOT, 'gin/resnet_quickstart.gin')],
-        gin_params=[f'DATA_DIR = {quickstart_data!r}'],
+        gin_params=[f'DATA_DIR = {quickstart_data!r}', helpers.SMALL_RESNET],
         checkpoint_dir=model_dir, export_dir=str(folder / 'saved'))
   finally:
     gin.clear_config()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
 
 
 def export(data_dir, model_dir, export_dir, **params):
-  bindings = [f'DATA_DIR = {data_dir!r}',
+  bindings = [f'DATA_DIR = {data_dir!r}', helpers.SMALL_RESNET,
               *(f'{k} = {v!r}' for k, v in params.items())]
   try:
     return export_savedmodel.export(

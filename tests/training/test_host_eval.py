@@ -40,7 +40,7 @@ def test_auc_on_two_worker_processes_equals_a_plain_loop(quickstart_data,
   assert chief['quality'] == other['quality']
   # Score the run's final checkpoint with the plain loop.
   from models.resnet import ResNet
-  model = ResNet(depth=18, width_multiplier=0.25, num_classes=10)
+  model = ResNet(depth=10, width_multiplier=0.25, num_classes=10)
   tf.train.Checkpoint(model=model).read(tf.train.latest_checkpoint(
       f'{model_dir}/checkpoints')).expect_partial()
   auc, _ = plain_auc(model, quickstart_data)

@@ -152,7 +152,7 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
   # plain ones.
   plain, sharded = results['plain'], results['sharded']
   keys = [k for k in plain[0].files if k != 'count']
-  assert len(keys) > 50
+  assert len(keys) > 30  # ResNet-10: 38 variables.
   for k in keys:
     np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
     np.testing.assert_allclose(sharded[0][k], plain[0][k], rtol=1e-5,
