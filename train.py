@@ -349,7 +349,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
     if spatial_partitions > 1:
       dataset_fn = spatial_input.partitioned_dataset_fn(
           dataset_fn, partitions=spatial_partitions,
-          feature=task.spatial_feature)
+          feature=task.spatial_feature,
+          row_multiple=getattr(task, 'spatial_row_multiple', None))
     return iter(distribute(dataset_fn, schedule.global_batch_size))
 
   eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.

@@ -114,8 +114,14 @@ class BatchNormSync:
 
 
 def batch_norm(x, gamma, beta, moving_mean, moving_var, *, training: bool,
-               sync: BatchNormSync, momentum: float, epsilon: float):
+               sync: BatchNormSync, momentum: float, epsilon: float,
+               mask=None, valid_fraction: float = 1.0):
   """Batch norm over N, H, W of an NHWC tensor.
+
+  mask (training with combined statistics only): [1, H, 1, 1], 1 on the rows
+  the statistics count; `valid_fraction` is the share of counted rows over
+  every replica of the group (the same in each group of spatial partitions:
+  models/spatial.py), so that the combined means are over counted rows.
 
   Returns:
     (y, new_moving_mean, new_moving_var); the moving values are None when not
@@ -127,14 +133,21 @@ def batch_norm(x, gamma, beta, moving_mean, moving_var, *, training: bool,
         epsilon=epsilon, data_format='NHWC', is_training=False)
     return y, None, None
   if sync.is_local():
+    if mask is not None:
+      raise ValueError('A batch-norm mask needs statistics combined over the '
+                       'replicas that share an image (bn_group_size).')
     y, mean, var, _, _, _ = tf.raw_ops.FusedBatchNormV3(
         x=x, scale=gamma, offset=beta, mean=tf.zeros_like(gamma),
         variance=tf.ones_like(gamma), epsilon=epsilon, data_format='NHWC',
         is_training=True, exponential_avg_factor=1.0)
   else:
     xf = tf.cast(x, tf.float32)
+    if mask is not None:
+      xf = xf * tf.cast(mask, tf.float32)
     local = tf.stack([tf.reduce_mean(xf, [0, 1, 2]),
                       tf.reduce_mean(tf.square(xf), [0, 1, 2])])
+    if mask is not None:
+      local = local / valid_fraction
     mean, mean_sq = tf.unstack(sync.combine(local))
     var = tf.maximum(mean_sq - tf.square(mean), 0.0)
     scale = gamma * tf.math.rsqrt(var + epsilon)

@@ -29,6 +29,7 @@ class ResNet(tf.Module):
                bn_momentum: float = 0.9, bn_epsilon: float = 1e-5,
                bn_group_size: int = 0, compute_dtype: str = 'float32',
                kernel_init_scale: float = 1.0, spatial_partitions: int = 1,
+               spatial_height: int = 0, spatial_row_multiple: int = 1,
                stage_strides: tuple = (1, 2, 2, 2), classifier: bool = True,
                seed: int = 0):
     """Args:
@@ -49,6 +50,9 @@ class ResNet(tf.Module):
       spatial_partitions: in training, each image arrives split along its
         height over this many consecutive replicas (models/spatial.py;
         the runtime's input does the split); evaluation sees whole images.
+      spatial_height, spatial_row_multiple: uneven partitioning
+        (models/spatial.py): the image height, and the multiple of the
+        slices' rows, when the slices hold padding rows (0: even slices).
       stage_strides: the first block's stride in each stage; fewer entries
         build fewer stages (SSD's backbone: (1, 2, 1), three stages, the
         third at stride 1).
@@ -67,7 +71,9 @@ class ResNet(tf.Module):
     self.dtype = layers.compute_dtype(compute_dtype)
     self.bn_momentum, self.bn_epsilon = bn_momentum, bn_epsilon
     self.bn_sync = layers.BatchNormSync(bn_group_size)
-    self.spatial = spatial_lib.SpatialPartitioning(spatial_partitions)
+    self.spatial = spatial_lib.SpatialPartitioning(
+        spatial_partitions, height=spatial_height,
+        row_multiple=spatial_row_multiple)
     if spatial_partitions > 1 and bn_group_size % spatial_partitions:
       raise ValueError(
           f'bn_group_size ({bn_group_size}) must be 0 or a multiple of '
@@ -170,7 +176,7 @@ class ResNet(tf.Module):
     spatial = self.spatial
     if partitioned:  # The mean over whole images: the group's slices.
       x = spatial.group_sum(tf.reduce_sum(tf.cast(x, tf.float32), [1, 2])) / (
-          x.shape[1] * spatial.partitions * x.shape[2])
+          spatial.valid_rows(x.shape[1]) * x.shape[2])
       x = tf.cast(x, self.dtype)
     else:
       x = tf.reduce_mean(x, axis=[1, 2])
@@ -212,23 +218,30 @@ class ResNet(tf.Module):
         self._flops += 2 * y.shape[1] * y.shape[2] * k * k * cin * cout
       return y
 
+    def masked(x):
+      """Padding rows of uneven slices back to zero (models/spatial.py)."""
+      return spatial.masked(x) if partitioned else x
+
     def bn(x, name, relu=True):
+      mask = spatial.mask(x) if partitioned else None
       y, mean, var = layers.batch_norm(
           x, weights[f'{name}/gamma'], weights[f'{name}/beta'],
           self.state[f'{name}/moving_mean'],
           self.state[f'{name}/moving_variance'], training=training,
           sync=self.bn_sync, momentum=self.bn_momentum,
-          epsilon=self.bn_epsilon)
+          epsilon=self.bn_epsilon, mask=mask,
+          valid_fraction=spatial.valid_fraction(x.shape[1]))
       if training:
         updates[f'{name}/moving_mean'] = mean
         updates[f'{name}/moving_variance'] = var
-      return tf.nn.relu(y) if relu else y
+      y = tf.nn.relu(y) if relu else y
+      return y if mask is None else y * mask
 
-    x = split_or_whole(tf.cast(images, self.dtype), 2)
+    x = masked(split_or_whole(tf.cast(images, self.dtype), 2))
     x = bn(conv(x, 'resnet/stem/conv', 2), 'resnet/stem/bn')
     x = split_or_whole(x, 2)
     if partitioned:
-      x = spatial_lib.max_pool(x, 3, 2, spatial)
+      x = masked(spatial_lib.max_pool(x, 3, 2, spatial))
     else:
       x = tf.nn.max_pool2d(x, 3, 2, 'SAME')
     for name, stride, projection in self.blocks:

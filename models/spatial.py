@@ -18,20 +18,76 @@ group gathers its slices into whole maps and continues unpartitioned: every
 member then computes the same values (and the loss share counts each image
 once per member, which share_of_global_mean's division by the group batch
 makes right).
+
+Uneven partitioning (a height P does not divide, or slices that should stay
+strided deeper than an even split allows: 300 rows over 8 SSD partitions):
+built with the image `height` and a `row_multiple`, each member holds h =
+input_pipeline.spatial.slice_rows(height, P, row_multiple) rows of the
+image padded below with zeros, P h >= height. At a map whose slices have r
+rows the whole map has ceil(height r / h) valid rows (every stride so far
+divided the slices evenly, and ceil(ceil(a / b) / c) = ceil(a / bc)); the
+rows past them are masked to zero after every layer that could make them
+non-zero (the whole image's padding for the next window), batch-norm
+statistics count valid rows only, and gather_whole drops them. This is
+what XLA's partitioner does with uneven shards, written out.
 """
 
 import tensorflow as tf
 
 from distribution import replica_groups
+from input_pipeline import spatial as spatial_input
 
 
 class SpatialPartitioning:
   """Halo exchange and group reductions for P-way height partitioning."""
 
-  def __init__(self, partitions: int = 1):
+  def __init__(self, partitions: int = 1, *, height: int = 0,
+               row_multiple: int = 1):
+    """Args:
+      partitions: P, the members of a group.
+      height: the whole image's height (0: the slices split it evenly, no
+        padding rows).
+      row_multiple: the input's slice rows are a multiple of this
+        (input_pipeline.spatial.slice_rows).
+    """
     if partitions < 1:
       raise ValueError(f'`spatial_partitions` must be >= 1, got {partitions}.')
+    if row_multiple < 1:
+      raise ValueError(f'`row_multiple` must be >= 1, got {row_multiple}.')
     self.partitions = partitions
+    self.height, self.row_multiple = height, row_multiple
+    self.slice_rows = (spatial_input.slice_rows(height, partitions,
+                                                row_multiple)
+                       if height and partitions > 1 else 0)
+    # Whether the slices cover more rows than the image: masks needed.
+    self.padded = (self.slice_rows > 0 and
+                   partitions * self.slice_rows != height)
+
+  def valid_rows(self, rows: int) -> int:
+    """The whole map's valid rows where each slice has `rows` rows."""
+    if not self.padded:
+      return rows * self.partitions
+    return -(-self.height * rows // self.slice_rows)
+
+  def valid_fraction(self, rows: int) -> float:
+    """Valid rows over all the group's rows, at slices of `rows` rows."""
+    return self.valid_rows(rows) / (rows * self.partitions)
+
+  def mask(self, x):
+    """[1, rows, 1, 1] in x's dtype: 1 on this member's valid rows, 0 on the
+    padding (None when nothing is padded)."""
+    if not self.padded:
+      return None
+    _, _, position = self._context()
+    rows = x.shape[1]
+    first = tf.cast(position, tf.int32) * rows
+    valid = first + tf.range(rows) < self.valid_rows(rows)
+    return tf.reshape(tf.cast(valid, x.dtype), [1, rows, 1, 1])
+
+  def masked(self, x):
+    """x with its padding rows set to zero."""
+    mask = self.mask(x)
+    return x if mask is None else x * mask
 
   def _context(self):
     ctx = tf.distribute.get_replica_context()
@@ -81,8 +137,10 @@ class SpatialPartitioning:
     return self._members().gather(t)
 
   def gather_whole(self, x):
-    """The group's slices stacked into whole maps (same on every member)."""
-    return tf.concat(tf.unstack(self._group(x), num=self.partitions), axis=1)
+    """The group's slices stacked into whole maps (same on every member),
+    without padding rows."""
+    whole = tf.concat(tf.unstack(self._group(x), num=self.partitions), axis=1)
+    return whole[:, :self.valid_rows(x.shape[1])] if self.padded else whole
 
   def window(self, x, k: int, stride: int, pad_beg: int, pad_value: float):
     """x with the halo a k-row window of this stride needs, to be applied
@@ -117,8 +175,13 @@ def conv2d(x, kernel, stride: int, spatial: SpatialPartitioning):
 
 def max_pool(x, k: int, stride: int, spatial: SpatialPartitioning):
   """tf.nn.max_pool2d(x, k, stride, 'SAME') on a height slice (slice height
-  a multiple of the stride)."""
-  pad_total = max(k - stride, 0)
+  a multiple of the stride). SAME pads by the whole map's height, whose
+  parity may differ from the slices' under uneven partitioning. Padding
+  rows inside the slices count as zeros, which equals the -inf of SAME only
+  for inputs >= 0 (after a ReLU, as in ResNet) whenever a window holds a
+  valid row (always: output row i's window starts at valid row i stride)."""
+  height = spatial.valid_rows(x.shape[1])
+  pad_total = max((-(-height // stride) - 1) * stride + k - height, 0)
   pad_beg = pad_total // 2
   x = spatial.window(x, k, stride, pad_beg, float('-inf'))
   width = x.shape[2]

@@ -75,7 +75,8 @@ class SSD(tf.Module):
                geometry: ssd_boxes.Geometry = ssd_boxes.Geometry(),
                compute_dtype: str = 'float32', bn_momentum: float = 0.9,
                bn_epsilon: float = 1e-5, bn_group_size: int = 0,
-               spatial_partitions: int = 1, seed: int = 0):
+               spatial_partitions: int = 1, spatial_row_multiple: int = 8,
+               seed: int = 0):
     """Args:
       num_classes: classes with background (COCO: 80 + 1).
       width_multiplier: scales every layer's channels but the heads'
@@ -92,6 +93,11 @@ class SSD(tf.Module):
         over this many replicas (models/spatial.py): the backbone runs on
         the slices while they can be strided; the group then gathers the
         map and every member computes the rest.
+      spatial_row_multiple: each partition's slice has a multiple of this
+        many rows, the image padded below to fill them when needed (uneven
+        partitioning, models/spatial.py). 8, the backbone's stride: the
+        whole backbone runs on slices (300 rows over 8 partitions: slices
+        of 40, 20, 10 and 5 rows, 300, 150, 75 and 38 of them valid).
       seed: initialisation seed.
     """
     super().__init__(name='ssd')
@@ -118,7 +124,8 @@ class SSD(tf.Module):
         zero_init_last_bn_gamma=True, bn_momentum=bn_momentum,
         bn_epsilon=bn_epsilon, bn_group_size=bn_group_size,
         compute_dtype=compute_dtype, spatial_partitions=spatial_partitions,
-        seed=seed)
+        spatial_height=geometry.image_size,
+        spatial_row_multiple=spatial_row_multiple, seed=seed)
     self.spatial = self.backbone.spatial
     self._seed, self._counter = seed + 7919, 0
     self.params = dict(self.backbone.params)

@@ -158,6 +158,9 @@ class SsdTask:
     self._bn_group_size = None
     self._partitions = 1
     self._metric = None
+    # Slices padded to a multiple of these rows (input_pipeline/spatial.py):
+    # the model's, known once it is built.
+    self.spatial_row_multiple = None
 
   def build_model(self) -> ssd_lib.SSD:
     model = self._build_model(num_classes=self.data.num_classes,
@@ -166,6 +169,7 @@ class SsdTask:
       ssd_lib.load_backbone(model, self.backbone_checkpoint)
     self._bn_group_size = model.backbone.bn_sync.group_size
     self._partitions = model.spatial.partitions
+    self.spatial_row_multiple = model.spatial.row_multiple
     return model
 
   def loss_share(self, model, batch):

@@ -272,8 +272,9 @@ COCO_IDS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19,
 
 
 @pytest.mark.parametrize('gin_file, replicas, google', [
-    # 8192 cores in groups of SPATIAL_PARTITIONS = 2: 4096 data-parallel.
-    ('gin/ssd_pod.gin', 4096, GOOGLE_SSD),
+    # 8192 cores in groups of SPATIAL_PARTITIONS = 8 (Google's
+    # input_partition_dims): 1024 data-parallel, Google's num_shards.
+    ('gin/ssd_pod.gin', 1024, GOOGLE_SSD),
     ('gin/ssd_v4_16.gin', 8, GOOGLE_SSD_V4_16),
 ])
 def test_ssd_pod_configs_log_googles_values(tmp_path, gin_file, replicas,

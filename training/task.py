@@ -139,6 +139,10 @@ class Task(Protocol):
   # Optional: the image feature SPATIAL_PARTITIONS splits along its height
   # (input_pipeline/spatial.py); tasks without one cannot be partitioned.
   # spatial_feature: str
+  # Optional, once build_model has run: slices padded to a multiple of this
+  # many rows (uneven partitioning; a model that masks the padding rows,
+  # models/spatial.py). Absent or None: the height must divide.
+  # spatial_row_multiple: int | None
 
   def build_model(self) -> Model:
     """The model; called under the strategy scope."""

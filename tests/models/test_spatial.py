@@ -24,7 +24,7 @@ def data(height=32):
   return dataset_fn
 
 
-def step(num_devices, partitions):
+def step(num_devices, partitions, height=32):
   """Logits of every replica and the summed gradients of one step."""
   devices = [d.name for d in tf.config.list_logical_devices('CPU')]
   strategy = strategies.mirrored(devices[:num_devices])
@@ -34,11 +34,12 @@ def step(num_devices, partitions):
     # Depth 10: every layer kind of a ResNet (stem, pool, strided and
     # projection blocks) in half of depth 18's tracing time.
     model = ResNet(depth=10, width_multiplier=0.25, num_classes=10,
-                   bn_group_size=partitions, spatial_partitions=partitions)
-  dataset_fn = data()
+                   bn_group_size=partitions, spatial_partitions=partitions,
+                   spatial_height=height)
+  dataset_fn = data(height)
   if partitions > 1:
     dataset_fn = spatial_input.partitioned_dataset_fn(
-        dataset_fn, partitions=partitions, feature='image')
+        dataset_fn, partitions=partitions, feature='image', row_multiple=1)
   batch = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
 
   def replica(batch):
@@ -59,15 +60,21 @@ def step(num_devices, partitions):
 
 
 # Two groups of 2: halos and batch-norm statistics through group collectives
-# (distribution/replica_groups.py), gradients included. (One group of 4,
-# members with neighbours on both sides: SSD's test, tests/models/
-# test_ssd_spatial.py; one group of 2 across two processes: the slow test at
-# the end.)
-@pytest.mark.parametrize('num_devices,partitions', [(4, 2)])
-def test_partitioned_resnet_equals_whole_images(num_devices, partitions):
+# (distribution/replica_groups.py), gradients included. One group of 4 on
+# 30 rows: uneven slices of 8 (32, padded below) with 15, 8 and 4 valid rows
+# after the stem, the pool and stage 2 (an odd height at the pool: SAME
+# pads it 1 row above), then gathered. (Members with neighbours on both
+# sides, even: SSD's test, tests/models/test_ssd_spatial.py; one group of 2
+# across two processes: the slow test at the end.)
+@pytest.mark.parametrize('num_devices,partitions,height', [(4, 2, 32),
+                                                           (4, 4, 30)])
+def test_partitioned_resnet_equals_whole_images(num_devices, partitions,
+                                                height):
   groups = num_devices // partitions
-  whole_logits, whole_grads, model = step(groups, 1)
-  split_logits, split_grads, _ = step(num_devices, partitions)
+  whole_logits, whole_grads, model = step(groups, 1, height)
+  split_logits, split_grads, split_model = step(num_devices, partitions,
+                                                height)
+  assert split_model.spatial.padded == (height == 30)
   for r, logits in enumerate(split_logits):  # Every member: its group's.
     np.testing.assert_allclose(logits, whole_logits[r // partitions],
                                rtol=1e-5, atol=1e-5)
@@ -94,6 +101,29 @@ def test_bad_partition_counts_are_named():
                      r'multiple of SPATIAL_PARTITIONS \(2\)'):
     ResNet(depth=18, width_multiplier=0.25, bn_group_size=1,
            spatial_partitions=2)
+
+
+def test_uneven_slices_pad_the_image_below_and_count_valid_rows():
+  from models import spatial as spatial_lib
+  # Google's SSD pod split: 300 rows over 8 cores, slices a multiple of 8
+  # rows (SSD's backbone stride), so the whole backbone runs on slices.
+  assert spatial_input.slice_rows(300, 8, 8) == 40
+  pod = spatial_lib.SpatialPartitioning(8, height=300, row_multiple=8)
+  assert pod.padded
+  assert [pod.valid_rows(r) for r in (40, 20, 10, 5)] == [300, 150, 75, 38]
+  # Even splits stay as they were: no padding.
+  assert spatial_input.slice_rows(32, 2) == 16
+  assert not spatial_lib.SpatialPartitioning(2, height=32).padded
+  assert not spatial_lib.SpatialPartitioning(1, height=150,
+                                             row_multiple=8).padded
+  whole = next(iter(data(30)(tf.distribute.InputContext(1, 0, 1))))
+  slices = list(spatial_input.partitioned_dataset_fn(
+      data(30), partitions=4, feature='image', row_multiple=1)(
+          tf.distribute.InputContext(1, 0, 4)).take(4))
+  stacked = np.concatenate([s['image'] for s in slices], axis=1)
+  assert stacked.shape[1] == 32
+  np.testing.assert_array_equal(stacked[:, :30], whole['image'])
+  assert not stacked[:, 30:].any()
 
 
 def test_a_group_across_two_hosts_reads_the_same_images_in_halves():

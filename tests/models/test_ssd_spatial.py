@@ -5,8 +5,11 @@ The slices go through the network while they can be strided, then the
 group gathers the map and every member computes the rest
 (models/spatial.py). At 300x300 that is the stem with 2 partitions (150
 rows) and the stem, max pool and first stage with 3 (100, 50, 25 rows). The
-test uses the quickstart's 160x160 images (five maps, 20 to 1), where 2 or
-4 partitions run the whole backbone on slices (80, 40, 20, 10 rows with 2)."""
+test uses the quickstart's 160x160 images (five maps, 20 to 1), where 2
+partitions run the whole backbone on slices (80, 40, 20, 10 rows), and
+150x150 images over 4 partitions: uneven slices of 40 rows (160, padded
+below), 150, 75, 38 and 19 of them valid at each stride, as 300x300 over 8
+(slices of 40, 300 valid) in Google's pod runs."""
 
 import numpy as np
 import pytest
@@ -20,14 +23,15 @@ from models import ssd_task
 from training import losses
 
 
-GEOMETRY = ssd_boxes.Geometry(image_size=160, feature_sizes=(20,), steps=(8,),
-                              scales=(16, 32), aspect_ratios=((2,),))
+def geometry(size):
+  return ssd_boxes.Geometry(image_size=size, feature_sizes=(-(-size // 8),),
+                            steps=(8,), scales=(16, 32), aspect_ratios=((2,),))
 
 
-def data(batch):
+def data(batch, size):
   rng = np.random.default_rng(0)
-  anchors = ssd_boxes.default_boxes(GEOMETRY)
-  images = rng.uniform(0, 1, (batch, 160, 160, 3)).astype(np.float32)
+  anchors = ssd_boxes.default_boxes(geometry(size))
+  images = rng.uniform(0, 1, (batch, size, size, 3)).astype(np.float32)
   targets = []
   for i in range(batch):
     yx = rng.uniform(0, 0.6, (2, 2))
@@ -44,20 +48,21 @@ def data(batch):
   return dataset_fn
 
 
-def step(num_devices, partitions, batch):
+def step(num_devices, partitions, batch, size):
   """Every replica's class logits, its loss share, and the summed
   gradients of one step."""
   devices = [d.name for d in tf.config.list_logical_devices('CPU')]
   strategy = strategies.mirrored(devices[:num_devices])
   with strategy.scope():
     model = ssd_lib.SSD(num_classes=5, width_multiplier=0.125,
-                        geometry=GEOMETRY,
+                        geometry=geometry(size),
                         bn_group_size=partitions,
                         spatial_partitions=partitions, seed=4)
-  dataset_fn = data(batch)
+  dataset_fn = data(batch, size)
   if partitions > 1:
     dataset_fn = spatial_input.partitioned_dataset_fn(
-        dataset_fn, partitions=partitions, feature='image')
+        dataset_fn, partitions=partitions, feature='image',
+        row_multiple=model.spatial.row_multiple)
   inputs = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
 
   def replica(b):
@@ -79,19 +84,21 @@ def step(num_devices, partitions, batch):
           [local(g)[0].numpy() for g in grads], model)
 
 
-# One group of 2; one group of 4 (members with neighbours on both sides).
-# (Two groups over 4 replicas, halos and batch norm through group
-# collectives: ResNet's test, tests/models/test_spatial.py.) Slow (15 and
-# 40 s alone: SSD's backbone traced for every replica and for the whole
+# One group of 2, even; one group of 4 (members with neighbours on both
+# sides), uneven. (Two groups over 4 replicas, halos and batch norm through
+# group collectives: ResNet's test, tests/models/test_spatial.py.) Slow (15
+# and 40 s alone: SSD's backbone traced for every replica and for the whole
 # images).
 @pytest.mark.slow
-@pytest.mark.parametrize('num_devices,partitions', [(2, 2), (4, 4)])
-def test_partitioned_ssd_equals_whole_images(num_devices, partitions):
+@pytest.mark.parametrize('num_devices,partitions,size', [(2, 2, 160),
+                                                         (4, 4, 150)])
+def test_partitioned_ssd_equals_whole_images(num_devices, partitions, size):
   groups = num_devices // partitions
   batch = 2 * groups
-  whole_logits, whole_loss, whole_grads, model = step(groups, 1, batch)
-  split_logits, split_loss, split_grads, _ = step(num_devices, partitions,
-                                                  batch)
+  whole_logits, whole_loss, whole_grads, model = step(groups, 1, batch, size)
+  split_logits, split_loss, split_grads, split_model = step(
+      num_devices, partitions, batch, size)
+  assert split_model.spatial.padded == (size == 150)
   for r, logits in enumerate(split_logits):  # Every member: its group's.
     np.testing.assert_allclose(logits, whole_logits[r // partitions],
                                rtol=1e-4, atol=1e-4)
