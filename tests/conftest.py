@@ -144,6 +144,26 @@ def sums_data(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def bert_run(sums_data, tmp_path_factory):
+  """One 2-replica BERT run on the counting corpus to its target (0.75),
+  for the two suites that need a trained BERT: tests/test_bert_train.py
+  checks the run and its MLPerf log, tests/inference/ exports its final
+  checkpoint. {'model_dir', 'bindings', 'status', 'evals'} (evals as
+  lists: step, epoch, quality, sums)."""
+  from tests import helpers
+
+  def build(root):
+    model_dir = str(root / 'run')
+    bindings = helpers.sums_bindings(sums_data, model_dir, CPU_REPLICAS=2)
+    result = helpers.run_gin(
+        ['gin/bert_quickstart.gin', 'gin/hardware/cpu_mirrored.gin'],
+        bindings)
+    return {'model_dir': model_dir, 'bindings': bindings,
+            'status': result.status, 'evals': result.evals}
+  return built_once(tmp_path_factory, 'bert_run', build)[1]
+
+
+@pytest.fixture(scope='session')
 def translation_data(tmp_path_factory):
   """The Transformer quickstart data: catalog pairs, vocabulary, TFRecords;
   1 pair in 60 held out (about 250; the quickstart's 1 in 20 makes every

@@ -12,16 +12,12 @@ from tests import helpers
 
 
 @pytest.mark.slow
-def test_two_replica_run_reaches_target_and_passes_the_checker(sums_data,
+def test_two_replica_run_reaches_target_and_passes_the_checker(bert_run,
                                                                tmp_path):
-  model_dir = str(tmp_path / 'run')
-  result = helpers.run_gin(
-      ['gin/bert_quickstart.gin', 'gin/hardware/cpu_mirrored.gin'],
-      helpers.sums_bindings(sums_data, model_dir, CPU_REPLICAS=2))
-  assert result.status == 'success', result.evals
-  assert result.evals[0][0] == 80  # No eval before first_eval_step.
-  assert result.evals[-1][3]['examples'] == 100
-  log = os.path.join(model_dir, 'mlperf.log')
+  assert bert_run['status'] == 'success', bert_run['evals']
+  assert bert_run['evals'][0][0] == 80  # No eval before first_eval_step.
+  assert bert_run['evals'][-1][3]['examples'] == 100
+  log = os.path.join(bert_run['model_dir'], 'mlperf.log')
   for ruleset in ('0.7.0', '5.0.0'):
     checked = helpers.run_checker(log, ruleset, str(tmp_path))
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -63,8 +63,8 @@ def test_two_replica_run_reaches_bleu_and_passes_the_checker(
       extra_decode_length=10)
   vocab = subwords.SubwordVocab.load(os.path.join(data_dir, 'vocab.txt'))
   dataset = task.data.eval_dataset(
-      tf.distribute.InputContext(), global_batch_size=128,
-      steps=task.data.eval_steps(num_pipelines=1, global_batch_size=128))
+      tf.distribute.InputContext(), global_batch_size=256,
+      steps=task.data.eval_steps(num_pipelines=1, global_batch_size=256))
   translate = tf.function(lambda x: task.translate(result.model, x))
   texts = {}
   for batch in dataset:

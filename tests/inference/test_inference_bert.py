@@ -18,22 +18,19 @@ GIN_FILE = 'gin/bert_quickstart.gin'
 
 
 @pytest.fixture(scope='module')
-def trained(sums_data, tmp_path_factory):
-  """A tiny BERT trained on the counting corpus, exported; its last eval."""
+def trained(bert_run, tmp_path_factory):
+  """The tiny BERT of the shared 2-replica run (conftest.bert_run, trained
+  on the counting corpus to its target), exported; its last eval."""
   folder = tmp_path_factory.mktemp('bert_export')
-  bindings = helpers.sums_bindings(
-      sums_data, str(folder / 'run'), TARGET_ACCURACY=1.0,
-      **{'TRAIN_STEPS': 400, 'EVAL_EVERY_STEPS': 400,
-         'FIRST_EVAL_STEP': 0})
-  result = helpers.run_gin([GIN_FILE], bindings)
+  bindings = bert_run['bindings']
   try:
     export_savedmodel.export(gin_files=[os.path.join(helpers.ROOT, GIN_FILE)],
                              gin_params=bindings,
-                             checkpoint_dir=str(folder / 'run'),
+                             checkpoint_dir=bert_run['model_dir'],
                              export_dir=str(folder / 'saved'))
   finally:
     gin.clear_config()
-  return str(folder / 'saved'), bindings, result.evals[-1]
+  return str(folder / 'saved'), bindings, bert_run['evals'][-1]
 
 
 def test_accuracy_mode_gives_the_masked_lm_accuracy_of_in_loop_eval(
