@@ -179,7 +179,8 @@ def max_pool(x, k: int, stride: int, spatial: SpatialPartitioning):
   parity may differ from the slices' under uneven partitioning. Padding
   rows inside the slices count as zeros, which equals the -inf of SAME only
   for inputs >= 0 (after a ReLU, as in ResNet) whenever a window holds a
-  valid row (always: output row i's window starts at valid row i stride)."""
+  valid row (always: output row i's window holds input row i x stride,
+  valid for every valid output row)."""
   height = spatial.valid_rows(x.shape[1])
   pad_total = max((-(-height // stride) - 1) * stride + k - height, 0)
   pad_beg = pad_total // 2
