@@ -61,7 +61,8 @@ class TransformerTask:
                data: TranslationInput, target_bleu: float = 0.25,
                label_smoothing: float = 0.1, token_mean: str = 'replica',
                decoder: str = 'beam', beam_size: int = 4,
-               length_penalty: float = 0.6, extra_decode_length: int = 50):
+               length_penalty: float = 0.6, extra_decode_length: int = 50,
+               metric_processes: int = 0):
     """Args:
       model: builds the Transformer (gin: `@models.transformer.Transformer`,
         no call); its vocab_size comes from the data.
@@ -78,6 +79,8 @@ class TransformerTask:
       extra_decode_length: decoding may run this many steps past the eval
         sources' padded length (the reference's max decode length: input
         length + 50).
+      metric_processes: count BLEU's statistics in this many host
+        processes (models/bleu.py; 0: in the metric's host thread).
     """
     if token_mean not in ('replica', 'global'):
       raise ValueError("`token_mean` must be 'replica' or 'global', got "
@@ -91,6 +94,7 @@ class TransformerTask:
     self.decoder, self.beam_size = decoder, beam_size
     self.length_penalty = length_penalty
     self.extra_decode_length = extra_decode_length
+    self.metric_processes = metric_processes
 
   def build_model(self) -> Transformer:
     return self._build_model(vocab_size=self.data.metadata['vocab_size'])
@@ -138,8 +142,8 @@ class TransformerTask:
 
   def host_metric(self) -> bleu.BleuMetric:
     return bleu.BleuMetric(
-        vocab=self.data.vocab,
-        references=self.data.references())
+        vocab=self.data.vocab, references=self.data.references(),
+        processes=self.metric_processes)
 
   @staticmethod
   def quality(metrics: dict) -> float:

@@ -145,3 +145,32 @@ def test_metric_scores_each_pair_once_in_index_order():
   assert metric.result()['bleu'] == pytest.approx(
       bleu.mlperf_bleu([refs[1], refs[0], refs[2]], refs))
   assert metric.result()['bleu'] < 0.9
+
+
+def test_a_pool_of_processes_gives_the_one_process_bleu_bit_for_bit(
+    german_references):
+  refs = german_references[:900]
+  hyps = perturbed(refs, 5)
+  encoded = [[ord(c) for c in text] + [1] for text in hyps]
+  width = max(len(e) for e in encoded)
+  ids = np.array([e + [0] * (width - len(e)) for e in encoded])
+  metric = bleu.BleuMetric(vocab=_Vocab(), references=refs, processes=3)
+  try:
+    metric.update({'ids': ids, 'index': np.arange(len(refs))})
+    pooled = metric.result()
+    # A second eval reuses the pool's processes.
+    metric.reset()
+    metric.update({'ids': ids[::-1], 'index': np.arange(len(refs))[::-1]})
+    again = metric.result()
+  finally:
+    metric.close()
+  single = bleu.mlperf_bleu(hyps, refs)
+  assert 0.2 < single < 0.95
+  assert pooled['bleu'] == again['bleu'] == single  # Bit for bit.
+  assert pooled['translated'] == 900
+  # The statistics are integer sums: chunks add up to the whole corpus's.
+  whole = bleu.bleu_statistics((hyps, refs))
+  parts = np.sum([bleu.bleu_statistics((hyps[a:b], refs[a:b]))
+                  for a, b in ((0, 1), (1, 400), (400, 900))], axis=0)
+  assert parts.tolist() == whole
+  assert bleu.bleu_from_statistics(whole) == single
