@@ -20,13 +20,12 @@ function of the same sums). Imports no TensorFlow, for the pool's spawned
 processes.
 """
 
-import atexit
-import multiprocessing
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from input_pipeline import subwords
+from models import host_pool
 
 
 def _sacrebleu():
@@ -74,7 +73,7 @@ class BleuMetric:
     self.vocab, self.references = vocab, list(references)
     self.processes = processes
     self.translations = {}
-    self._pool = None
+    self._pool = host_pool.HostPool(processes)
 
   def reset(self) -> None:
     self.translations = {}
@@ -99,10 +98,6 @@ class BleuMetric:
     if self.processes <= 1:
       score = mlperf_bleu(hypotheses, self.references)
     else:
-      if self._pool is None:
-        self._pool = multiprocessing.get_context('spawn').Pool(
-            self.processes)
-        atexit.register(self.close)  # Before the interpreter's teardown.
       bounds = np.linspace(0, len(hypotheses), self.processes + 1).astype(int)
       chunks = [(hypotheses[a:b], self.references[a:b])
                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
@@ -112,10 +107,4 @@ class BleuMetric:
 
   def close(self) -> None:
     """Stops the pool's processes."""
-    if self._pool is not None:
-      self._pool.terminate()
-      self._pool.join()
-      self._pool = None
-
-  def __del__(self):
-    self.close()
+    self._pool.close()

@@ -15,17 +15,17 @@ Imports no TensorFlow: the pool's processes start fresh (spawn) and import
 this module alone.
 """
 
-import atexit
 import contextlib
 import copy
 import io
 import json
-import multiprocessing
 from typing import Mapping, Sequence
 
 import numpy as np
 from pycocotools import coco as coco_lib
 from pycocotools import cocoeval
+
+from models import host_pool
 
 STAT_NAMES = ('AP', 'AP50', 'AP75', 'APs', 'APm', 'APl', 'ARmax1', 'ARmax10',
               'ARmax100', 'ARs', 'ARm', 'ARl')
@@ -137,7 +137,8 @@ class CocoMetric:
     self.category_ids = np.asarray([0] + list(category_ids), np.float64)
     self.processes = processes
     self._gt = None
-    self._pool = None
+    self._pool = host_pool.HostPool(processes, initializer=_init_worker,
+                                    initargs=(annotation_file,))
     self.reset()
 
   @property
@@ -192,11 +193,6 @@ class CocoMetric:
     if self.processes <= 1:
       chunks = [evaluate_images(self.gt, detections, image_ids)]
       return summarize(self.gt, image_ids, chunks)
-    if self._pool is None:
-      self._pool = multiprocessing.get_context('spawn').Pool(
-          self.processes, initializer=_init_worker,
-          initargs=(self.annotation_file,))
-      atexit.register(self.close)  # Before the interpreter's own teardown.
     parts = [list(p) for p in np.array_split(image_ids, self.processes)
              if len(p)]
     by_image = detections[:, 0].astype(np.int64)
@@ -206,10 +202,4 @@ class CocoMetric:
 
   def close(self) -> None:
     """Stops the pool's processes."""
-    if self._pool is not None:
-      self._pool.terminate()
-      self._pool.join()
-      self._pool = None
-
-  def __del__(self):
-    self.close()
+    self._pool.close()
