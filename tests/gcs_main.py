@@ -12,6 +12,8 @@ import sys
 
 import tensorflow as tf
 
+from tests import helpers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -19,7 +21,7 @@ def train(steps):
   return subprocess.run(
       [sys.executable, os.path.join(ROOT, 'train.py'),
        '--gin_file=gin/resnet_quickstart.gin', '--model_dir=gs://test/run',
-       "--gin.DATA_DIR='gs://test/data'", '--gin.DEPTH=10',
+       "--gin.DATA_DIR='gs://test/data'", f'--gin.{helpers.SMALL_RESNET}',
        f'--gin.TRAIN_STEPS={steps}',
        '--gin.STEPS_PER_LOOP=2', '--gin.EVAL_EVERY_STEPS=4',
        '--gin.CHECKPOINT_EVERY_STEPS=2',

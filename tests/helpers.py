@@ -15,14 +15,15 @@ PYTHON = sys.executable
 
 # The runtime tests' ResNet: the quickstart's at depth 10 (one basic block a
 # stage), which traces and compiles in about half the time of depth 18.
-SMALL_RESNET = 'DEPTH=10'
+SMALL_RESNET_DEPTH = 10
+SMALL_RESNET = f'DEPTH={SMALL_RESNET_DEPTH}'
 
 
 def quick_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:
   """Bindings for a short deterministic quickstart run (SMALL_RESNET)."""
   bindings = {
       'DATA_DIR': repr(data_dir),
-      'DEPTH': 10,
+      'DEPTH': SMALL_RESNET_DEPTH,
       'train.train.model_dir': repr(model_dir),
       'DETERMINISTIC': True,
       'STEPS_PER_LOOP': 2,
