@@ -46,7 +46,8 @@ def test_the_notebook_runs_headless_end_to_end(quickstart_data, tmp_path,
   nb.cells.insert(at + 1, nbformat.v4.new_code_cell(
       f'DATA_DIR = {quickstart_data!r}\n'
       f'MODEL_DIR = {str(tmp_path / "runs")!r}\n'
-      'LOADGEN_MS = 1000\nSEED = 3'))
+      'LOADGEN_MS = 1000\nSEED = 3\n'
+      f"GIN_PARAMS = ['DEPTH = {helpers.SMALL_RESNET_DEPTH}']"))
   nb.cells.append(nbformat.v4.new_code_cell(
       "second = run_training(os.path.join(MODEL_DIR, 'second'))\n"
       "print('second run:', second.status, second.step)"))
@@ -67,7 +68,9 @@ def test_the_notebook_runs_headless_end_to_end(quickstart_data, tmp_path,
   runs = os.listdir(tmp_path / 'runs')
   assert 'second' in runs and len(runs) == 2
   first = next(r for r in runs if r != 'second')
-  assert 'SEED = 3' in open(tmp_path / 'runs' / first / 'config.gin').read()
+  config = open(tmp_path / 'runs' / first / 'config.gin').read()
+  assert 'SEED = 3' in config
+  assert f'DEPTH = {helpers.SMALL_RESNET_DEPTH}' in config
   assert 'TF_CPP_MIN_LOG_LEVEL' in nb.cells[at + 3].source
 
 
