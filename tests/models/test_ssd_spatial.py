@@ -5,10 +5,11 @@ The slices go through the network while they can be strided, then the
 group gathers the map and every member computes the rest
 (models/spatial.py). At 300x300 that is the stem with 2 partitions (150
 rows) and the stem, max pool and first stage with 3 (100, 50, 25 rows). The
-test splits 150x150 images over 4 partitions: uneven slices of 40 rows (160,
-padded below), 150, 75, 38 and 19 of them valid at each stride, as 300x300
-over 8 (slices of 40, 300 valid) in Google's pod runs. (Even slices, and
-groups of 2 beside each other: ResNet's tests, tests/models/test_spatial.py.)"""
+test uses the quickstart's 160x160 images (five maps, 20 to 1), where 2
+partitions run the whole backbone on slices (80, 40, 20, 10 rows), and
+150x150 images over 4 partitions: uneven slices of 40 rows (160, padded
+below), 150, 75, 38 and 19 of them valid at each stride, as 300x300 over 8
+(slices of 40, 300 valid) in Google's pod runs."""
 
 import numpy as np
 import pytest
@@ -83,18 +84,21 @@ def step(num_devices, partitions, batch, size):
           [local(g)[0].numpy() for g in grads], model)
 
 
-# One group of 4: members with neighbours on both sides, slices padded
-# below. Slow (40 s alone: SSD's backbone traced for every replica and for
-# the whole images).
+# One group of 2, even; one group of 4 (members with neighbours on both
+# sides), uneven. (Two groups over 4 replicas, halos and batch norm through
+# group collectives: ResNet's test, tests/models/test_spatial.py.) Slow (15
+# and 40 s alone: SSD's backbone traced for every replica and for the whole
+# images).
 @pytest.mark.slow
-@pytest.mark.parametrize('num_devices,partitions,size', [(4, 4, 150)])
+@pytest.mark.parametrize('num_devices,partitions,size', [(2, 2, 160),
+                                                         (4, 4, 150)])
 def test_partitioned_ssd_equals_whole_images(num_devices, partitions, size):
   groups = num_devices // partitions
   batch = 2 * groups
   whole_logits, whole_loss, whole_grads, model = step(groups, 1, batch, size)
   split_logits, split_loss, split_grads, split_model = step(
       num_devices, partitions, batch, size)
-  assert split_model.spatial.padded  # 150 rows in 4 slices of 40.
+  assert split_model.spatial.padded == (size == 150)
   for r, logits in enumerate(split_logits):  # Every member: its group's.
     np.testing.assert_allclose(logits, whole_logits[r // partitions],
                                rtol=1e-4, atol=1e-4)
