@@ -27,7 +27,7 @@ def pytest_configure(config):
   # the controller before it starts them; the runs the tests start) keep
   # freed memory instead of handing it back to the kernel after every step
   # and faulting it in again (docs/benchmarks.md, "glibc malloc": a
-  # 2-replica ResNet-10 run's system time 7 s -> 2.5 s).
+  # 2-replica ResNet-10 run's system time 7.4 s -> 3.0 s).
   for name, value in MALLOC_ENV.items():
     os.environ.setdefault(name, value)
   if os.environ.get('PYTEST_XDIST_WORKER'):
