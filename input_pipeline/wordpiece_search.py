@@ -73,8 +73,7 @@ def _search(learn_at, word_counts: list[int], lower: int, upper: int,
   while True:
     t = (upper + lower) // 2
     terminal = lower >= upper or t <= 1
-    known = learnt.get(t)
-    if known is None and not terminal:
+    if t not in learnt and not terminal:
       if any(s <= t and too_small(len(v)) for s, v in learnt.items()):
         upper = t - 1  # Smaller still: below the target.
         continue
