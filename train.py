@@ -28,6 +28,11 @@ from typing import Callable, Sequence
 from absl import app
 from absl import flags
 import gin
+
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from distribution import mesh as mesh_lib

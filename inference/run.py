@@ -23,6 +23,10 @@ from absl import app
 from absl import flags
 import mlperf_loadgen as lg
 
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 from inference import accuracy
 from inference import audit as audit_lib
 from inference import backend as backends

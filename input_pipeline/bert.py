@@ -106,7 +106,8 @@ class BertPretrainingInput:
         start_step=start_step, per_replica_batch=batch,
         shuffle_buffer=self.shuffle_buffer, cycle_length=self.cycle_length,
         deterministic=self.deterministic)
-    ds = ds.map(lambda epoch, index, raw: self._parse(raw),
+    ds = ds.map(records.no_autograph(lambda epoch, index, raw:
+                                     self._parse(raw)),
                 num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return ds.with_options(self._options(self.deterministic))
@@ -142,7 +143,8 @@ class BertPretrainingInput:
     ds = tf.data.TFRecordDataset(files).take(self.num_eval_examples())
     ds = ds.shard(input_context.num_input_pipelines,
                   input_context.input_pipeline_id)
-    ds = ds.map(lambda raw: {**self._parse(raw), 'mask': tf.constant(1.0)})
+    ds = ds.map(records.no_autograph(
+        lambda raw: {**self._parse(raw), 'mask': tf.constant(1.0)}))
     padding = {k: tf.zeros(spec.shape, tf.float32 if spec.dtype == tf.float32
                            else tf.int32) for k, spec in self.features.items()}
     padding['mask'] = tf.constant(0.0)

@@ -265,10 +265,12 @@ class CocoInput:
         self.seed * 100003 + input_context.input_pipeline_id, tf.int64)
     table = self._label_table()
 
+    @records.no_autograph
     def parse(epoch, index, raw):
       jpeg, boxes, labels, _ = self._parse(raw, table)
       return epoch, index, jpeg, boxes, labels
 
+    @records.no_autograph
     def preprocess(epoch, index, jpeg, boxes, labels):
       image = tf.io.decode_jpeg(jpeg, channels=3)
       seed = tf.stack([host_seed, epoch * 2**32 + index])
@@ -278,7 +280,8 @@ class CocoInput:
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=self.deterministic)
     # Google leaves images without boxes out of training.
-    ds = ds.filter(lambda e, i, jpeg, boxes, labels: tf.size(labels) > 0)
+    ds = ds.filter(records.no_autograph(
+        lambda e, i, jpeg, boxes, labels: tf.size(labels) > 0))
     ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=self.deterministic)
     ds = ds.batch(batch, drop_remainder=True)
@@ -310,6 +313,7 @@ class CocoInput:
         shuffle_seed=None)
     table = self._label_table()
 
+    @records.no_autograph
     def preprocess(raw):
       jpeg, _, _, image_id = self._parse(raw, table)
       image = tf.io.decode_jpeg(jpeg, channels=3)

@@ -176,10 +176,11 @@ class ImageNetInput:
           files, input_context, cycle_length=self.interleave_cycle,
           deterministic=self.deterministic,
           shuffle_seed=records.epoch_seed(self.seed, epoch))
-      ds = ds.map(self._parse, num_parallel_calls=tf.data.AUTOTUNE)
+      ds = ds.map(records.no_autograph(self._parse),
+                  num_parallel_calls=tf.data.AUTOTUNE)
       if decoded:
-        ds = self._drop_bad(ds.map(
-            lambda img, label: (tf.io.decode_jpeg(img, channels=3), label),
+        ds = self._drop_bad(ds.map(records.no_autograph(
+            lambda img, label: (tf.io.decode_jpeg(img, channels=3), label)),
             num_parallel_calls=tf.data.AUTOTUNE))
       return ds
 
@@ -202,6 +203,7 @@ class ImageNetInput:
     host_seed = tf.constant(
         self.seed * 100003 + input_context.input_pipeline_id, tf.int64)
 
+    @records.no_autograph
     def preprocess(epoch, index, example):
       image, label = example
       seed = tf.stack([host_seed, epoch * 2**32 + index])
@@ -263,6 +265,7 @@ class ImageNetInput:
         cycle_length=self.interleave_cycle, deterministic=True,
         shuffle_seed=None)
 
+    @records.no_autograph
     def preprocess(raw):
       image_bytes, label = self._parse(raw)
       image = image_preprocessing.eval_image(image_bytes,

@@ -161,6 +161,16 @@ def explain_data_loss(error: Exception, patterns) -> str | None:
           '(its other records may be fine: nothing skips them for you).')
 
 
+def no_autograph(fn):
+  """`fn`, for a tf.data function: traced as the Python it is.
+
+  tf.data converts its functions with AutoGraph, which converts every
+  function they call; these pipelines branch only on Python values, and
+  converting them costs more than tracing them (docs/benchmarks.md,
+  "Start-up")."""
+  return tf.autograph.experimental.do_not_convert(fn)
+
+
 def interleave_files(files: list[str], *, cycle_length: int,
                      deterministic: bool, shuffle_seed: int | None):
   """Records of `files` read in parallel, optionally in a shuffled file order."""
@@ -168,7 +178,8 @@ def interleave_files(files: list[str], *, cycle_length: int,
   if shuffle_seed is not None:
     ds = ds.shuffle(len(files), seed=shuffle_seed)
   return ds.interleave(
-      lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024),
+      no_autograph(
+          lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024)),
       cycle_length=min(cycle_length, len(files)), block_length=1,
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
@@ -218,9 +229,9 @@ def epochs(one_epoch, *, start_record: int, count_records) -> tf.data.Dataset:
     if not size:
       raise ValueError('The training files hold no records for this host.')
     start_epoch, offset = divmod(start_record, size)
-  ds = tf.data.Dataset.range(start_epoch, 2**62).flat_map(
-      lambda e: one_epoch(e).enumerate().map(
-          lambda i, record: (e, i, record)))
+  ds = tf.data.Dataset.range(start_epoch, 2**62).flat_map(no_autograph(
+      lambda e: one_epoch(e).enumerate().map(no_autograph(
+          lambda i, record: (e, i, record)))))
   return ds.skip(offset)
 
 

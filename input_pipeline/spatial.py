@@ -18,6 +18,8 @@ from typing import Callable
 
 import tensorflow as tf
 
+from input_pipeline import records
+
 
 def slice_rows(height: int, partitions: int, row_multiple: int = 1) -> int:
   """Rows of each partition's slice: ceil(height / partitions) rounded up to
@@ -74,6 +76,7 @@ def partitioned_dataset_fn(dataset_fn: Callable, *, partitions: int,
     rows = slice_rows(height, partitions, row_multiple or 1)
     padding = partitions * rows - height
 
+    @records.no_autograph
     def slices(batch):
       image = batch[feature]
       if padding:
@@ -81,7 +84,8 @@ def partitioned_dataset_fn(dataset_fn: Callable, *, partitions: int,
                        [[0, 0]] * (len(image.shape) - 2))
       split = tf.reshape(image, [-1, partitions, rows, *image.shape[2:]])
       return tf.data.Dataset.range(first, first + mine).map(
-          lambda q: {**batch, feature: tf.gather(split, q, axis=1)})
+          records.no_autograph(
+              lambda q: {**batch, feature: tf.gather(split, q, axis=1)}))
 
     return dataset.flat_map(slices)
 

@@ -127,7 +127,8 @@ class TranslationInput:
         start_step=start_step, per_replica_batch=batch,
         shuffle_buffer=self.shuffle_buffer, cycle_length=self.cycle_length,
         deterministic=self.deterministic)
-    ds = ds.map(lambda epoch, index, raw: self._parse(raw, features),
+    ds = ds.map(records.no_autograph(
+        lambda epoch, index, raw: self._parse(raw, features)),
                 num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return ds.with_options(self._options(self.deterministic))
@@ -149,9 +150,10 @@ class TranslationInput:
     ds = tf.data.TFRecordDataset(files)
     ds = ds.shard(input_context.num_input_pipelines,
                   input_context.input_pipeline_id)
-    ds = ds.map(lambda raw: self._parse(raw, features))
-    ds = ds.map(lambda x: {'inputs': x['inputs'], 'index': x['index'][0],
-                           'mask': tf.constant(1.0)})
+    ds = ds.map(records.no_autograph(lambda raw: self._parse(raw, features)))
+    ds = ds.map(records.no_autograph(
+        lambda x: {'inputs': x['inputs'], 'index': x['index'][0],
+                   'mask': tf.constant(1.0)}))
     padding = {'inputs': tf.zeros([self.eval_length], tf.int32),
                'index': tf.constant(-1, tf.int32), 'mask': tf.constant(0.0)}
     return records.padded_eval_batches(ds, padding, input_context,

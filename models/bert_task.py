@@ -99,7 +99,7 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
     preds = self.data.max_predictions_per_seq
     names = ('input_ids', 'input_mask', 'segment_ids')
 
-    @tf.function(input_signature=[
+    @tf.function(autograph=False, input_signature=[
         *(tf.TensorSpec([None, seq], tf.int32, name=n) for n in names),
         tf.TensorSpec([None, preds], tf.int32, name='masked_lm_positions')])
     def serve(input_ids, input_mask, segment_ids, masked_lm_positions):

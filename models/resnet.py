@@ -264,7 +264,8 @@ class ResNet(tf.Module):
     """Multiply-add FLOPs (2 per MAC) of one example's forward pass."""
     self._flops = 0
     try:
-      tf.function(lambda x: self(x, training=False)).get_concrete_function(
+      tf.function(lambda x: self(x, training=False),
+                  autograph=False).get_concrete_function(
           tf.TensorSpec([1, image_size, image_size, 3], tf.float32))
       return self._flops
     finally:

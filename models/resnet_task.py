@@ -99,7 +99,7 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
     """Batch of eval-pipeline images ([0, 255] floats) -> logits, classes."""
     size = self.data.image_size
 
-    @tf.function(input_signature=[
+    @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
     def serve(images):
       logits, _ = model(normalize(images), training=False)

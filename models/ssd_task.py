@@ -232,7 +232,7 @@ class SsdTask:
     size = self.data.geometry.image_size
     anchors = self._anchors
 
-    @tf.function(input_signature=[
+    @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
     def serve(images):
       class_logits, box_codes, _ = model(normalize(images), training=False)

@@ -174,7 +174,7 @@ class TransformerTask:
     """Source ids [batch, eval length] -> translated ids."""
     length = self.data.eval_length
 
-    @tf.function(input_signature=[
+    @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, length], tf.int32, name='inputs')])
     def serve(inputs):
       return {'ids': self.translate(model, inputs)}

@@ -35,6 +35,8 @@ def pytest_configure(config):
     # loops (TensorFlow's default, a thread per core in every process,
     # oversubscribes them and spins). Processes the tests start inherit it.
     os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
+  from training import startup
+  startup.import_tensorflow()  # As every entry point: without Keras.
   from distribution import strategy
   # Must happen before TensorFlow initialises; every test process gets 4.
   strategy.split_cpu(NUM_CPU_DEVICES)

@@ -10,6 +10,10 @@ import os
 import subprocess
 import sys
 
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from tests import helpers

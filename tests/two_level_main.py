@@ -15,6 +15,8 @@ import numpy as np
 
 
 def main(out, mode, *group_sizes):
+  from training import startup
+  startup.import_tensorflow()  # First: TensorFlow without Keras.
   from distribution import strategy as strategies
   if mode == 'mirrored8':
     strategies.split_cpu(8)

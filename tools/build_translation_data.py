@@ -43,6 +43,11 @@ import zlib
 from absl import app
 from absl import flags
 import numpy as np
+
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from input_pipeline import packing

@@ -10,6 +10,11 @@ first: [PAD] [UNK] [CLS] [SEP] [MASK].
 
 from absl import app
 from absl import flags
+
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from tools import staged_files

@@ -35,6 +35,8 @@ import sys
 from absl import app
 from absl import flags
 
+from training import startup
+
 ON_BAD_ANNOTATION = ('fail', 'skip')
 CATEGORIES_FILE = 'categories.json'
 EDGE_TOLERANCE = 1.0  # Pixels a box may reach past the image and be clipped.
@@ -50,7 +52,7 @@ class Converted:
 
 
 def _load_json(path: str) -> dict:
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  tf = startup.import_tensorflow()
   try:
     with tf.io.gfile.GFile(path) as f:
       data = json.load(f)
@@ -117,7 +119,7 @@ def check_annotations(data: dict, path: str, on_bad_annotation: str):
 
 def make_example(jpeg: bytes, image: dict, boxes: list, height: int,
                  width: int):
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  tf = startup.import_tensorflow()
 
   def floats(i):
     return tf.train.Feature(float_list=tf.train.FloatList(
@@ -148,7 +150,7 @@ def make_example(jpeg: bytes, image: dict, boxes: list, height: int,
 
 def read_image(folder: str, image: dict) -> tuple[bytes, int, int]:
   """RGB JPEG bytes, height and width of the image file of `image`."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  tf = startup.import_tensorflow()
   from tools import convert_image_folder  # pylint: disable=import-outside-toplevel
   path = os.path.join(folder, image['file_name'])
   if not tf.io.gfile.exists(path):
@@ -168,7 +170,7 @@ def read_image(folder: str, image: dict) -> tuple[bytes, int, int]:
 
 def _check_categories(output_dir: str, categories: list) -> str:
   """categories.json's text; an existing one must list the same ids."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  tf = startup.import_tensorflow()
   listed = sorted(({'id': c['id'], 'name': c.get('name', str(c['id']))}
                    for c in categories), key=lambda c: c['id'])
   path = os.path.join(output_dir, CATEGORIES_FILE)
@@ -189,7 +191,7 @@ def convert(*, annotations: str, images: str, output_dir: str, split: str,
   Raises:
     ValueError: on bad input, before any file appears.
   """
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  tf = startup.import_tensorflow()
   from tools import staged_files  # pylint: disable=import-outside-toplevel
   if on_bad_annotation not in ON_BAD_ANNOTATION:
     raise ValueError(f'on_bad_annotation must be one of {ON_BAD_ANNOTATION}, '

@@ -25,6 +25,11 @@ import sys
 from absl import app
 from absl import flags
 from PIL import Image
+
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from tools import staged_files

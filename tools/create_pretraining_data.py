@@ -33,6 +33,11 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from tools import staged_files

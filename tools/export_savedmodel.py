@@ -17,13 +17,18 @@ import sys
 
 from absl import app
 from absl import flags
-import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # Run as a script from anywhere.
 
-from tools import gin_setup  # pylint: disable=wrong-import-position
-from training import export as export_lib  # pylint: disable=wrong-import-position
+from training import startup  # pylint: disable=wrong-import-position
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
+import tensorflow as tf
+
+from tools import gin_setup
+from training import export as export_lib
 
 
 def export(*, gin_files: list[str], gin_params: list[str],

@@ -152,6 +152,11 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
     assign(distribution, [model.state[n] for n in state_names], state_values)
     step.assign_add(1)
 
+  # Traced as the Python it is: AutoGraph converts only the loops below, not
+  # every function a step calls (the task's model, loss and eval, the
+  # optimizer, the all-reduce), which cost more than the rest of tracing
+  # (docs/benchmarks.md, "Start-up"). Their loops are tf.while_loop already.
+  @tf.autograph.experimental.do_not_convert
   def replica_step(batch):
     ctx = tf.distribute.get_replica_context()
     with tf.GradientTape() as tape:
@@ -202,6 +207,7 @@ def make_eval_loop(*, strategy, model, task):
   output_dtypes = dict(task.eval_output_dtypes)
   output_names = tuple(output_dtypes)
 
+  @tf.autograph.experimental.do_not_convert  # As replica_step.
   def replica_eval(batch):
     sums = task.eval_sums(model, batch)
     if not output_names:

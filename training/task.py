@@ -124,7 +124,13 @@ class Optimizer(Protocol):
 
 
 class Task(Protocol):
-  """Ties model, data, loss, eval metric and quality target."""
+  """Ties model, data, loss, eval metric and quality target.
+
+  `loss_share`, `eval_sums`, `eval_outputs` and the model they call are
+  traced without AutoGraph (training/step.py), as are the input pipelines'
+  functions: branch on tensors with tf.cond and loop with tf.while_loop
+  (a Python `if` on a tensor fails to trace, naming AutoGraph).
+  """
 
   mlperf_benchmark: str  # submission_benchmark, e.g. 'resnet'.
   quality_name: str  # Printed with the final quality, e.g. 'top-1 accuracy'.

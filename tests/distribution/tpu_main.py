@@ -8,6 +8,10 @@ Prints one JSON line per name: {"name", "workers"} or {"name", "error"}.
 import json
 import sys
 
+from training import startup
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
 from distribution import tpu
 
 
