@@ -32,6 +32,8 @@ from models import named_checkpoint
 from models import resnet as resnet_lib
 from models import ssd_boxes
 
+BACKBONE_DEPTHS = (10, 18, 34)  # ResNets with basic blocks.
+
 # (level, 1x1 channels, 3x3 channels, stride, padding) after the backbone.
 EXTRA_LAYERS = ((4, 256, 512, 2, 'SAME'), (5, 256, 512, 2, 'SAME'),
                 (6, 128, 256, 2, 'SAME'), (7, 128, 256, 1, 'VALID'),
@@ -76,11 +78,15 @@ class SSD(tf.Module):
                compute_dtype: str = 'float32', bn_momentum: float = 0.9,
                bn_epsilon: float = 1e-5, bn_group_size: int = 0,
                spatial_partitions: int = 1, spatial_row_multiple: int = 8,
-               seed: int = 0):
+               backbone_depth: int = 34, seed: int = 0):
     """Args:
       num_classes: classes with background (COCO: 80 + 1).
       width_multiplier: scales every layer's channels but the heads'
         outputs (1.0 is MLPerf's model; the CPU quickstart uses less).
+      backbone_depth: the backbone ResNet's depth, basic blocks: 34
+        (MLPerf's: 13 blocks in its three stages), 18 (6) or 10 (3). The
+        strides and so the feature maps do not depend on it; the tests
+        trace a 10 (tracing time grows with the layers).
       geometry: default boxes; its feature sizes must be what the network
         makes of its image size (fewer than six levels drop the last extra
         layers: a small image's quickstart model).
@@ -118,8 +124,12 @@ class SSD(tf.Module):
     self.num_classes, self.geometry = num_classes, geometry
     self.width_multiplier = width_multiplier
     self.dtype = layers.compute_dtype(compute_dtype)
+    if backbone_depth not in BACKBONE_DEPTHS:
+      raise ValueError(f'SSD `backbone_depth` must be one of '
+                       f'{BACKBONE_DEPTHS} (basic blocks), got '
+                       f'{backbone_depth}.')
     self.backbone = resnet_lib.ResNet(
-        depth=34, width_multiplier=width_multiplier,
+        depth=backbone_depth, width_multiplier=width_multiplier,
         stage_strides=(1, 2, 1), classifier=False,
         zero_init_last_bn_gamma=True, bn_momentum=bn_momentum,
         bn_epsilon=bn_epsilon, bn_group_size=bn_group_size,

@@ -14,19 +14,24 @@ from models import ssd_task
 from tests import helpers
 
 
+# A ResNet-10 backbone: the quickstart's feature maps, a quarter of the
+# backbone's layers to trace for each replica.
+BACKBONE = {'models.ssd.SSD.backbone_depth': 10}
+
+
 def bindings(data_dir, model_dir, **overrides):
   values = {
       'DATA_DIR': repr(data_dir), 'train.train.model_dir': repr(model_dir),
       'NUM_TRAIN_EXAMPLES': 40, 'GLOBAL_BATCH_SIZE': 8, 'EVAL_BATCH_SIZE': 6,
       'TRAIN_STEPS': 4, 'STEPS_PER_LOOP': 2, 'EVAL_EVERY_STEPS': 4,
       'CHECKPOINT_EVERY_STEPS': 0, 'METRIC_PROCESSES': 2,
-      'DETERMINISTIC': True,
+      'DETERMINISTIC': True, **BACKBONE,
   }
   values.update(overrides)
   return [f'{k} = {v}' for k, v in values.items()]
 
 
-# Slow (about 60 s alone, mostly compiling SSD's train and eval loops for 3
+# Slow (about 60 s alone, mostly tracing SSD's train and eval loops for 3
 # replicas and the export): the one run of SSD through the runtime, its
 # export and LoadGen.
 @pytest.mark.slow
@@ -97,7 +102,9 @@ def test_three_replicas_detect_every_image_once_and_loadgen_agrees(
   try:
     export_savedmodel.export(
         gin_files=[os.path.join(helpers.ROOT, 'gin/ssd_quickstart.gin')],
-        gin_params=[f'DATA_DIR = {ssd_data!r}'], checkpoint_dir=model_dir,
+        gin_params=[f'DATA_DIR = {ssd_data!r}',
+                    *(f'{k} = {v}' for k, v in BACKBONE.items())],
+        checkpoint_dir=model_dir,
         export_dir=str(tmp_path / 'saved'))
   finally:
     gin.clear_config()

@@ -3,7 +3,7 @@ changes (docs/benchmarks.md, "Start-up").
 
   python -m tools.benchmarks.startup --data_dir=<quickstart data> \
       [--gin_file=gin/resnet_quickstart.gin] [--gin_param=NAME=VALUE ...] \
-      [--rounds=3] [--steps=20]
+      [--rounds=3] [--steps=60]
 
 Runs `train.py` in fresh processes, in turn round by round:
 - "before": TensorFlow imported as `import tensorflow` does (all of Keras 3
@@ -121,6 +121,6 @@ if __name__ == '__main__':
                             'experiment files, in order')
   flags.DEFINE_multi_string('gin_param', [], 'more bindings, NAME=VALUE')
   flags.DEFINE_integer('rounds', 3, 'runs of each variant, in turn')
-  flags.DEFINE_integer('steps', 20, 'training steps')
+  flags.DEFINE_integer('steps', 60, 'training steps (past the warm-up)')
   flags.mark_flag_as_required('data_dir')
   app.run(main)
