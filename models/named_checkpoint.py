@@ -13,7 +13,8 @@ import tensorflow as tf
 
 def load_named_variables(variables: Mapping[str, tf.Variable], path: str, *,
                          name_map: Callable[[str], str], what: str,
-                         fix_shapes: str, flag: str) -> int:
+                         fix_shapes: str, flag: str,
+                         refuse: Callable[[str], str | None] = None) -> int:
   """Assigns every variable from the checkpoint at `path`.
 
   Args:
@@ -23,13 +24,17 @@ def load_named_variables(variables: Mapping[str, tf.Variable], path: str, *,
     what: the checkpoint expected, for the messages ('a BERT checkpoint').
     fix_shapes: what to change when a shape differs.
     flag: the setting that named `path` (INIT_CHECKPOINT).
+    refuse: checkpoint variable name -> why a checkpoint holding it is the
+      wrong one (None: it may be there), for a checkpoint whose names are a
+      superset of the model's.
 
   Returns:
     The number of variables loaded.
 
   Raises:
     ValueError: no checkpoint at `path`; missing variables (a few named);
-      a variable whose shape differs (both shapes named).
+      a variable whose shape differs (both shapes named); a variable that
+      `refuse` refuses.
   """
   if tf.io.gfile.isdir(path):
     path = tf.train.latest_checkpoint(path) or path
@@ -38,6 +43,10 @@ def load_named_variables(variables: Mapping[str, tf.Variable], path: str, *,
   except (tf.errors.NotFoundError, ValueError) as e:
     raise ValueError(f'No checkpoint at {path} ({e}). Check {flag}.') from e
   shapes = reader.get_variable_to_shape_map()
+  for name in sorted(shapes) if refuse else ():
+    why = refuse(name)
+    if why:
+      raise ValueError(f'{path} holds {name}: {why}')
   missing = [name_map(n) for n in variables if name_map(n) not in shapes]
   if missing:
     raise ValueError(

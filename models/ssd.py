@@ -222,8 +222,10 @@ def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
   Args:
     model: the SSD.
     path: a checkpoint prefix or folder: by default one this suite wrote for
-      a ResNet at depth 34 (its `model/params/...` and `model/state/...`
-      entries; the classifier and the fourth stage are not read).
+      a ResNet of the backbone's depth (34 unless `backbone_depth` says
+      otherwise; its `model/params/...` and `model/state/...` entries; the
+      classifier and the fourth stage are not read; a deeper ResNet's is
+      refused).
     name_map: backbone variable name (`resnet/stem/conv/kernel`) -> the
       checkpoint's name, for checkpoints of another source.
 
@@ -232,13 +234,26 @@ def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
   """
   backbone = model.backbone
   params, state = backbone.params, backbone.state
+  depth = backbone.depth
+  refuse = None
   if name_map is None:
     name_map = lambda name: suite_checkpoint_key(
         name, 'state' if name in state else 'params')
+    # A deeper ResNet's names include a shallower one's: its first blocks
+    # would load without a word.
+    past = tuple(suite_checkpoint_key(f'resnet/stage{s + 1}/block{n}/', c)
+                 .split('/.ATTRIBUTES')[0]
+                 for s, n in enumerate(resnet_lib.STAGE_BLOCKS[depth][:3])
+                 for c in ('params', 'state'))
+    refuse = lambda key: (
+        f'a deeper ResNet than the backbone, a ResNet-{depth}: set '
+        'models.ssd.SSD.backbone_depth to the depth it was trained at.'
+        if key.startswith(past) else None)
   return named_checkpoint.load_named_variables(
       {**params, **state}, path, name_map=name_map,
-      what='a ResNet-34 checkpoint of this suite', flag='BACKBONE_CHECKPOINT',
-      fix_shapes='The backbone is a ResNet-34 of width_multiplier '
+      what=f'a ResNet-{depth} checkpoint of this suite',
+      flag='BACKBONE_CHECKPOINT', refuse=refuse,
+      fix_shapes=f'The backbone is a ResNet-{depth} of width_multiplier '
       f'{model.width_multiplier}: train the ResNet with the same depth and '
       'width.')
 

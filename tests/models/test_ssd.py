@@ -71,6 +71,20 @@ def test_backbone_checkpoint_of_another_width_names_the_variable(tmp_path):
     ssd_lib.load_backbone(model, str(tmp_path / 'nothing'))
 
 
+def test_a_deeper_resnet_checkpoint_is_refused_by_a_shallower_backbone(
+    tmp_path):
+  # A ResNet-34's names include a ResNet-10's: without the check its first
+  # blocks would load.
+  _, path = saved_resnet34(tmp_path, 0.125)
+  model = small_ssd(backbone_depth=10)
+  before = model.params['resnet/stem/conv/kernel'].numpy()
+  with pytest.raises(ValueError, match=r'holds model/(params|state)/resnet'
+                     r'\.Sstage1\.Sblock1.*ResNet-10.*backbone_depth'):
+    ssd_lib.load_backbone(model, path)
+  np.testing.assert_array_equal(model.params['resnet/stem/conv/kernel'],
+                                before)
+
+
 def test_bfloat16_tracks_float32():
   images = tf.constant(np.random.default_rng(1).uniform(
       0, 1, (1, 300, 300, 3)).astype(np.float32))
