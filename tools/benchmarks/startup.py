@@ -9,7 +9,7 @@ Runs `train.py` in fresh processes, in turn round by round:
 - "before": TensorFlow imported as `import tensorflow` does (all of Keras 3
   and scikit-learn with it), and AutoGraph converting every function a
   step and an input pipeline call (`tf.autograph.experimental.
-  do_not_convert` made a no-op), as the suite did until stop 33;
+  do_not_convert` made a no-op), as the suite did before 2026-12-01;
 - "after": train.py as it is (training/startup.py; AutoGraph only on the
   device loops).
 It prints the medians of the process's wall and CPU time, the time to
