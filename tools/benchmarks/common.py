@@ -45,6 +45,30 @@ def interleaved_medians(runners: dict, rounds: int) -> dict:
   return {name: statistics.median(t) for name, t in times.items()}
 
 
+def interleaved_runs(variants: dict, rounds: int, run) -> dict:
+  """`run(setting, model_dir)` -> a dict of figures with a 'loss', for each
+  variant (name -> setting) in turn, round by round, each into a fresh
+  folder; prints every run's figures. Returns name -> the runs' dicts.
+
+  Raises:
+    SystemExit: if the runs did not all end at the same loss (the variants
+      must not change the weights).
+  """
+  import tempfile  # pylint: disable=import-outside-toplevel
+  results = {name: [] for name in variants}
+  with tempfile.TemporaryDirectory() as tmp:
+    for r in range(rounds):
+      for i, (name, setting) in enumerate(variants.items()):
+        results[name].append(run(setting, os.path.join(tmp, f'{r}_{i}')))
+        print(f'round {r + 1} {name}: ' + ', '.join(
+            f'{k} {v:.1f}' for k, v in results[name][-1].items()
+            if k != 'loss'), flush=True)
+  losses = {one['loss'] for runs in results.values() for one in runs}
+  if len(losses) != 1:
+    raise SystemExit(f'the runs ended at different losses: {losses}')
+  return results
+
+
 def collective_ops(graph) -> int:
   """Collective ops in a traced graph and the functions it calls (the
   while loop's body is one of them)."""

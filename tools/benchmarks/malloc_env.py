@@ -19,11 +19,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 from absl import app
 from absl import flags
+
+from tools.benchmarks import common
 
 FLAGS = flags.FLAGS
 
@@ -66,17 +67,7 @@ def main(argv):
   base.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   variants = {'glibc defaults': base, 'trim 4 GiB, pad 256 MiB':
               {**base, **SETTINGS}}
-  results = {name: [] for name in variants}
-  with tempfile.TemporaryDirectory() as tmp:
-    for r in range(FLAGS.rounds):
-      for i, (name, env) in enumerate(variants.items()):
-        results[name].append(one_run(env, os.path.join(tmp, f'{r}_{i}')))
-        print(f'round {r + 1} {name}: ' + ', '.join(
-            f'{k} {v:.1f}' for k, v in results[name][-1].items()
-            if k != 'loss'), flush=True)
-  losses = {run['loss'] for runs in results.values() for run in runs}
-  if len(losses) != 1:
-    raise SystemExit(f'the runs ended at different losses: {losses}')
+  results = common.interleaved_runs(variants, FLAGS.rounds, one_run)
   (_, plain), (_, tuned) = results.items()
   print(f'{FLAGS.replicas} replicas, ResNet-{FLAGS.depth}, {FLAGS.steps} '
         f'steps, {FLAGS.rounds} rounds; medians (defaults / tuned):')

@@ -26,11 +26,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 from absl import app
 from absl import flags
+
+from tools.benchmarks import common
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -93,21 +94,11 @@ def one_run(before: bool, model_dir: str) -> dict:
 
 def main(argv):
   del argv
-  variants = {'before': True, 'after': False}
-  results = {name: [] for name in variants}
-  with tempfile.TemporaryDirectory() as tmp:
-    for r in range(FLAGS.rounds):
-      for name, before in variants.items():
-        results[name].append(one_run(before, os.path.join(tmp, f'{r}{name}')))
-        print(f'round {r + 1} {name}: ' + ', '.join(
-            f'{k} {v:.1f}' for k, v in results[name][-1].items()
-            if k != 'loss'), flush=True)
-  losses = {run['loss'] for runs in results.values() for run in runs}
-  if len(losses) != 1:
-    raise SystemExit(f'the runs ended at different losses: {losses}')
+  results = common.interleaved_runs({'before': True, 'after': False},
+                                    FLAGS.rounds, one_run)
   print(f'{" ".join(FLAGS.gin_file)}, {FLAGS.steps} steps, {FLAGS.rounds} '
-        f'rounds, final loss {losses.pop()} in every run; medians (before / '
-        'after):')
+        f'rounds, final loss {results["after"][0]["loss"]} in every run; '
+        'medians (before / after):')
   for key in ('wall', 'cpu', 'to init_start', 'init to run_start',
               'training'):
     a = statistics.median(run[key] for run in results['before'])
