@@ -3,6 +3,8 @@ loads on demand."""
 
 import subprocess
 
+import pytest
+
 from tests import helpers
 
 PROGRAM = """
@@ -26,6 +28,7 @@ print(text.FastWordpieceTokenizer(
 """
 
 
+@pytest.mark.slow  # A process of its own: a fresh interpreter, about 12 s.
 def test_tensorflow_imports_without_keras_which_loads_on_demand():
   done = subprocess.run([helpers.PYTHON, '-c', PROGRAM], cwd=helpers.ROOT,
                         capture_output=True, text=True, timeout=300)
