@@ -58,15 +58,20 @@ def test_backbone_loads_from_a_resnet34_checkpoint_of_this_suite(tmp_path):
   assert not any('stage4' in n or '/fc/' in n for n in model.params)
 
 
-def test_backbone_checkpoint_of_another_width_names_the_variable(tmp_path):
-  _, path = saved_resnet34(tmp_path, 0.25)
-  model = small_ssd()
+def assert_refused_before_any_assignment(model, path, match):
   before = model.params['resnet/stem/conv/kernel'].numpy()
-  with pytest.raises(ValueError, match=r'resnet/\S+: shape \(.*\) in '
-                     r'checkpoint .* but \(.*\) in the model.*width'):
+  with pytest.raises(ValueError, match=match):
     ssd_lib.load_backbone(model, path)
   np.testing.assert_array_equal(model.params['resnet/stem/conv/kernel'],
                                 before)
+
+
+def test_backbone_checkpoint_of_another_width_names_the_variable(tmp_path):
+  _, path = saved_resnet34(tmp_path, 0.25)
+  model = small_ssd()
+  assert_refused_before_any_assignment(
+      model, path, r'resnet/\S+: shape \(.*\) in checkpoint .* but \(.*\) '
+      r'in the model.*width')
   with pytest.raises(ValueError, match='No checkpoint.*BACKBONE_CHECKPOINT'):
     ssd_lib.load_backbone(model, str(tmp_path / 'nothing'))
 
@@ -76,13 +81,10 @@ def test_a_deeper_resnet_checkpoint_is_refused_by_a_shallower_backbone(
   # A ResNet-34's names include a ResNet-10's: without the check its first
   # blocks would load.
   _, path = saved_resnet34(tmp_path, 0.125)
-  model = small_ssd(backbone_depth=10)
-  before = model.params['resnet/stem/conv/kernel'].numpy()
-  with pytest.raises(ValueError, match=r'holds model/(params|state)/resnet'
-                     r'\.Sstage1\.Sblock1.*ResNet-10.*backbone_depth'):
-    ssd_lib.load_backbone(model, path)
-  np.testing.assert_array_equal(model.params['resnet/stem/conv/kernel'],
-                                before)
+  assert_refused_before_any_assignment(
+      small_ssd(backbone_depth=10), path,
+      r'holds model/(params|state)/resnet\.Sstage1\.Sblock1.*ResNet-10.*'
+      r'backbone_depth')
 
 
 def test_bfloat16_tracks_float32():
