@@ -25,7 +25,7 @@ def bindings(data_dir, model_dir, **overrides):
       # Beam search as MLPerf's, 2 wide instead of 4: half the decoding.
       'BEAM_SIZE': 2,
       'EVAL_BATCH_SIZE': 256, 'CHECKPOINT_EVERY_STEPS': 0,
-      'TARGET_BLEU': 0.15, 'DETERMINISTIC': True,
+      'TARGET_BLEU': 0.25, 'DETERMINISTIC': True,
   }
   values.update(overrides)
   return [f'{k} = {v}' for k, v in values.items()]
@@ -43,8 +43,8 @@ def test_two_replica_run_reaches_bleu_and_passes_the_checker(
   eval_step, _, quality, metrics = result.evals[-1]
   assert metrics['examples'] == metrics['translated'] == metadata['eval_pairs']
   # BLEU ran in a host thread while training went on (the model file's
-  # ASYNC_EVAL; here step 100's, 0.10, beside steps 100-150, and step
-  # 150's, 0.30, after the last loop); the weights it scored were kept in
+  # ASYNC_EVAL; here step 100's, 0.23, beside steps 100-150, and step
+  # 150's, 0.35, after the last loop); the weights it scored were kept in
   # their checkpoint.
   assert eval_step <= result.step
   log = os.path.join(model_dir, 'mlperf.log')

@@ -242,15 +242,17 @@ def build(*, output_dir: str, train_pairs: list[tuple],
   return metadata
 
 
-def quickstart(output_dir: str, eval_every: int = 20) -> dict:
+def quickstart(output_dir: str, eval_every: int = 20,
+               vocab_size: int = 4000) -> dict:
   """The CPU quickstart's data: catalog pairs, 1 in `eval_every` held out
   (those of at most 48 ids a side: the few long messages would set every
-  eval batch's decoding length)."""
+  eval batch's decoding length), a vocabulary of about `vocab_size`
+  pieces."""
   from tools import gettext_pairs
   train, evaluation = held_out(gettext_pairs.catalog_pairs(),
                                every=eval_every)
   return build(output_dir=output_dir, train_pairs=train,
-               eval_pairs=evaluation, vocab_size=4000, max_length=48,
+               eval_pairs=evaluation, vocab_size=vocab_size, max_length=48,
                packed_length=64, eval_max_length=48, train_shards=4,
                eval_shards=2)
 
