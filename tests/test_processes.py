@@ -88,9 +88,11 @@ def latest_step(state_file: str) -> int:
   return int(match.group(1)) if match else -1
 
 
-RESUME_PARAMS = ['--gin.DETERMINISTIC=True', '--gin.TRAIN_STEPS=120',
+# 60 steps (warm-up 45 of them): most of a run is its start-up.
+RESUME_PARAMS = ['--gin.DETERMINISTIC=True', '--gin.TRAIN_STEPS=60',
+                 '--gin.training.schedules.PolynomialWarmup.warmup_epochs=1',
                  '--gin.STEPS_PER_LOOP=2',
-                 '--gin.EVAL_EVERY_STEPS=40',
+                 '--gin.EVAL_EVERY_STEPS=20',
                  '--gin.CHECKPOINT_EVERY_STEPS=10',
                  '--gin.STOP_AT_TARGET=False',
                  '--gin.GLOBAL_BATCH_SIZE=32']
@@ -130,7 +132,7 @@ def test_killed_or_damaged_runs_resume_to_the_same_weights(quickstart_data, tmp_
   proc.wait()
   latest = tf.train.latest_checkpoint(os.path.join(killed, 'checkpoints'))
   killed_at = int(latest.rsplit('-', 1)[1])
-  assert 20 <= killed_at < 120, 'the run was not killed mid-way'
+  assert 20 <= killed_at < 60, 'the run was not killed mid-way'
 
   resumed = run(train_cmd(quickstart_data, killed, *params))
   assert f'resumed from {latest} at step {killed_at}' in resumed.stdout
@@ -139,15 +141,15 @@ def test_killed_or_damaged_runs_resume_to_the_same_weights(quickstart_data, tmp_
   # The final checkpoint's data file truncated: the next run names it, sets
   # it aside, resumes from the one before and trains to the same weights.
   folder = os.path.join(killed, 'checkpoints')
-  data = os.path.join(folder, 'ckpt-120.data-00000-of-00001')
+  data = os.path.join(folder, 'ckpt-60.data-00000-of-00001')
   with open(data, 'r+b') as f:
     f.truncate(os.path.getsize(data) // 2)
   again = run(train_cmd(quickstart_data, killed, *params))
   assert again.returncode in (0, 1), again.stderr[-3000:]
-  assert (f'skipped checkpoint {folder}/ckpt-120: cannot be read '
+  assert (f'skipped checkpoint {folder}/ckpt-60: cannot be read '
           '(IndexError: Read less bytes than requested)') in again.stdout
-  assert f'resumed from {folder}/ckpt-110 at step 110' in again.stdout
-  assert os.listdir(os.path.join(folder, 'damaged')) == ['ckpt-120']
+  assert f'resumed from {folder}/ckpt-50 at step 50' in again.stdout
+  assert os.listdir(os.path.join(folder, 'damaged')) == ['ckpt-60']
   assert_same_weights(uninterrupted, final_weights(killed))
 
 
@@ -175,7 +177,7 @@ def test_preempted_run_saves_where_it_stopped_and_resumes_exactly(
   assert proc.returncode == preemption.EXIT_PREEMPTED, text[-3000:]
   steps = [int(m) for m in re.findall(r'^step (\d+)/', text, re.M)]
   reached = steps[-1]
-  assert 10 <= reached < 100, text[-3000:]
+  assert 10 <= reached < 60, text[-3000:]
   assert f'preempted at step {reached}' in text
   assert tf.train.latest_checkpoint(os.path.join(
       preempted, 'checkpoints')).endswith(f'ckpt-{reached}')
