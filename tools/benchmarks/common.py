@@ -1,15 +1,18 @@
-"""Pieces the benchmarks share: a same-dtype matmul peak and the timing."""
+"""Pieces the benchmarks share: a same-dtype matmul peak and the timing.
+
+TensorFlow is imported where it is used: the benchmarks that time fresh
+processes (startup, malloc_env) do not import it in their parent.
+"""
 
 import os
 import statistics
 import subprocess
 import time
 
-import tensorflow as tf
-
 
 def matmul_peak(dtype: str, n: int = 4096, reps: int = 10):
   """A callable running `reps` chained n x n matmuls, and their FLOPs."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   # Entries N(0, 1/n) keep a chain of products finite with no rescaling op.
   a = tf.random.normal([n, n], stddev=n**-0.5, dtype=tf.float32)
   a = tf.cast(a, tf.bfloat16 if dtype == 'bfloat16' else tf.float32)
