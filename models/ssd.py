@@ -241,8 +241,7 @@ def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
         name, 'state' if name in state else 'params')
     # A deeper ResNet's names include a shallower one's: its first blocks
     # would load without a word.
-    past = tuple(suite_checkpoint_key(f'resnet/stage{s + 1}/block{n}/', c)
-                 .split('/.ATTRIBUTES')[0]
+    past = tuple(suite_checkpoint_path(f'resnet/stage{s + 1}/block{n}/', c)
                  for s, n in enumerate(resnet_lib.STAGE_BLOCKS[depth][:3])
                  for c in ('params', 'state'))
     refuse = lambda key: (
@@ -258,8 +257,15 @@ def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
       'width.')
 
 
+def suite_checkpoint_path(name: str, collection: str) -> str:
+  """Where `model.<collection>[name]` sits in a checkpoint this suite's
+  Checkpointer wrote (tf.train.Checkpoint escapes '/' in dict keys); a
+  name's prefix gives the prefix of every key under it."""
+  return f'model/{collection}/{name.replace("/", ".S")}'
+
+
 def suite_checkpoint_key(name: str, collection: str) -> str:
-  """The key of `model.<collection>[name]` in a checkpoint this suite's
-  Checkpointer wrote (tf.train.Checkpoint escapes '/' in dict keys)."""
-  return (f'model/{collection}/{name.replace("/", ".S")}/.ATTRIBUTES/'
+  """The key of `model.<collection>[name]`'s value in such a checkpoint."""
+  return (f'{suite_checkpoint_path(name, collection)}/.ATTRIBUTES/'
           'VARIABLE_VALUE')
+
