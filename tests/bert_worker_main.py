@@ -22,8 +22,8 @@ def main(out, data_dir, model_dir, *args):
   result = helpers.run_gin(
       ['gin/bert_quickstart.gin', 'gin/hardware/multi_worker.gin', *files],
       helpers.sums_bindings(data_dir, model_dir, **{
-          'DETERMINISTIC': True, 'TRAIN_STEPS': 8, 'STEPS_PER_LOOP': 4,
-          'EVAL_EVERY_STEPS': 8, 'FIRST_EVAL_STEP': 8,
+          'DETERMINISTIC': True, 'TRAIN_STEPS': 4, 'STEPS_PER_LOOP': 2,
+          'EVAL_EVERY_STEPS': 4, 'FIRST_EVAL_STEP': 4,
           **dict(o.split('=', 1) for o in overrides)}))
   with open(out + '.json', 'w') as f:
     json.dump({'quality': result.quality, 'step': result.step,
