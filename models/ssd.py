@@ -268,4 +268,3 @@ def suite_checkpoint_key(name: str, collection: str) -> str:
   """The key of `model.<collection>[name]`'s value in such a checkpoint."""
   return (f'{suite_checkpoint_path(name, collection)}/.ATTRIBUTES/'
           'VARIABLE_VALUE')
-

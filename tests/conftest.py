@@ -163,8 +163,8 @@ def bert_run(sums_data, tmp_path_factory):
   target (0.75: at step 240 with twice sums_bindings' learning rate, at 360
   without), for the two suites that need a trained BERT:
   tests/test_bert_train.py checks the run and its MLPerf log,
-  tests/inference/ exports its final checkpoint. {'model_dir', 'bindings', 'status', 'evals'} (evals as
-  lists: step, epoch, quality, sums)."""
+  tests/inference/ exports its final checkpoint. {'model_dir', 'bindings',
+  'status', 'evals'} (evals as lists: step, epoch, quality, sums)."""
   from tests import helpers
 
   def build(root):
