@@ -7,6 +7,7 @@ processes (startup, malloc_env) do not import it in their parent.
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 
 
@@ -57,7 +58,6 @@ def interleaved_runs(variants: dict, rounds: int, run) -> dict:
     SystemExit: if the runs did not all end at the same loss (the variants
       must not change the weights).
   """
-  import tempfile  # pylint: disable=import-outside-toplevel
   results = {name: [] for name in variants}
   with tempfile.TemporaryDirectory() as tmp:
     for r in range(rounds):
@@ -70,6 +70,16 @@ def interleaved_runs(variants: dict, rounds: int, run) -> dict:
   if len(losses) != 1:
     raise SystemExit(f'the runs ended at different losses: {losses}')
   return results
+
+
+def print_median_ratios(before: list, after: list, keys) -> None:
+  """One line a key: the median seconds of `before`'s and `after`'s runs
+  (dicts of figures) and their ratio."""
+  width = max(len(k) for k in keys) + 1
+  for key in keys:
+    a = statistics.median(run[key] for run in before)
+    b = statistics.median(run[key] for run in after)
+    print(f'  {key:{width}s} {a:7.1f} s  {b:7.1f} s  {a / b:5.2f}x')
 
 
 def collective_ops(graph) -> int:

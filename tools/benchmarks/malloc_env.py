@@ -16,7 +16,6 @@ the same final loss, or the benchmark stops.
 import os
 import re
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -71,10 +70,8 @@ def main(argv):
   (_, plain), (_, tuned) = results.items()
   print(f'{FLAGS.replicas} replicas, ResNet-{FLAGS.depth}, {FLAGS.steps} '
         f'steps, {FLAGS.rounds} rounds; medians (defaults / tuned):')
-  for key in ('wall', 'user', 'sys', 'time to train'):
-    a = statistics.median(run[key] for run in plain)
-    b = statistics.median(run[key] for run in tuned)
-    print(f'  {key:14s} {a:7.1f} s  {b:7.1f} s  {a / b:5.2f}x')
+  common.print_median_ratios(plain, tuned,
+                             ('wall', 'user', 'sys', 'time to train'))
 
 
 if __name__ == '__main__':

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -99,11 +98,9 @@ def main(argv):
   print(f'{" ".join(FLAGS.gin_file)}, {FLAGS.steps} steps, {FLAGS.rounds} '
         f'rounds, final loss {results["after"][0]["loss"]} in every run; '
         'medians (before / after):')
-  for key in ('wall', 'cpu', 'to init_start', 'init to run_start',
-              'training'):
-    a = statistics.median(run[key] for run in results['before'])
-    b = statistics.median(run[key] for run in results['after'])
-    print(f'  {key:18s} {a:7.1f} s  {b:7.1f} s  {a / b:5.2f}x')
+  common.print_median_ratios(
+      results['before'], results['after'],
+      ('wall', 'cpu', 'to init_start', 'init to run_start', 'training'))
 
 
 if __name__ == '__main__':
