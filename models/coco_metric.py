@@ -174,8 +174,9 @@ class CocoMetric:
             np.zeros([0, 7], np.float64))
 
   def result(self) -> dict[str, float]:
-    """pycocotools' 12 statistics ('AP' is MLPerf's mAP) and 'images';
-    every image of the annotation file must have come once."""
+    """pycocotools' 12 statistics ('AP' is MLPerf's mAP), 'images' and
+    'detections' (scored boxes); every image of the annotation file must
+    have come once."""
     image_ids = sorted(self.gt.getImgIds())
     missing = set(image_ids) - self._seen
     if missing:
@@ -187,6 +188,7 @@ class CocoMetric:
     detections = self.detections()
     stats = self._pooled(detections, image_ids)
     stats['images'] = float(len(image_ids))
+    stats['detections'] = float(len(detections))
     return stats
 
   def _pooled(self, detections, image_ids):

@@ -60,6 +60,11 @@ def is_decay_exempt(name: str) -> bool:
   return base.endswith(('/bias', '/beta', '/gamma')) or '/bn/' in base
 
 
+# Input channels from which oneDNN's strided 1x1 filter gradient is sound
+# (conv2d's docstring).
+ONEDNN_STRIDED_1X1_SAFE = 16
+
+
 def conv2d(x, kernel, stride: int):
   """NHWC convolution with the reference's fixed padding for strided convs.
 
@@ -67,8 +72,19 @@ def conv2d(x, kernel, stride: int):
   conv2d's explicit-padding form: oneDNN has no kernels for that form's
   gradients (and none at all in bfloat16), so it falls back to Eigen, which
   made a ResNet-50 step ~1.4x (float32) to ~7x (bfloat16) slower on CPU.
+
+  A strided 1x1 convolution of fewer than 16 input channels is the
+  stride's subsample convolved at stride 1 (the same products and sums):
+  TF 2.21's oneDNN filter gradient of the strided form corrupts the heap
+  (an abort or a segfault, soon after) for such inputs on an even map at an
+  odd batch when ops run on 2 or more threads (docs/benchmarks.md, "A
+  oneDNN crash": a width-0.125 backbone's 8-channel projection shortcut at
+  3 images a replica). The subsample costs 1.3-1.9x on ResNet-50's
+  shortcuts, so wider inputs keep the strided form.
   """
   k = kernel.shape[0]
+  if k == 1 and stride > 1 and kernel.shape[2] < ONEDNN_STRIDED_1X1_SAFE:
+    return tf.nn.conv2d(x[:, ::stride, ::stride, :], kernel, 1, 'VALID')
   if stride == 1:
     return tf.nn.conv2d(x, kernel, 1, 'SAME')
   pad_total = k - 1

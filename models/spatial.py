@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from distribution import replica_groups
 from input_pipeline import spatial as spatial_input
+from models import layers
 
 
 class SpatialPartitioning:
@@ -169,6 +170,9 @@ def conv2d(x, kernel, stride: int, spatial: SpatialPartitioning):
   pad_beg = (k - 1) // 2
   pad_end = k - 1 - pad_beg
   x = spatial.window(x, k, stride, pad_beg, 0.0)
+  if (k == 1 and stride > 1 and  # As models.layers.conv2d (oneDNN).
+      kernel.shape[2] < layers.ONEDNN_STRIDED_1X1_SAFE):
+    return tf.nn.conv2d(x[:, ::stride, ::stride, :], kernel, 1, 'VALID')
   x = tf.pad(x, [[0, 0], [0, 0], [pad_beg, pad_end], [0, 0]])
   return tf.nn.conv2d(x, kernel, stride, 'VALID')
 
