@@ -79,8 +79,9 @@ def conv2d(x, kernel, stride: int):
   (an abort or a segfault, soon after) for such inputs on an even map at an
   odd batch when ops run on 2 or more threads (docs/benchmarks.md, "A
   oneDNN crash": a width-0.125 backbone's 8-channel projection shortcut at
-  3 images a replica). The subsample costs 1.3-1.9x on ResNet-50's
-  shortcuts, so wider inputs keep the strided form.
+  3 images a replica). The subsample costs 1.2-1.9x (float32) and
+  1.3-2.7x (bfloat16) on ResNet-50's shortcuts on CPU, so wider inputs
+  keep the strided form.
   """
   k = kernel.shape[0]
   if k == 1 and stride > 1 and kernel.shape[2] < ONEDNN_STRIDED_1X1_SAFE:

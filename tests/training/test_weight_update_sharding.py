@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from models import ssd
 from tests import regression_mlp
 from tests.regression_mlp import Mlp, OPTIMIZERS
 from training import weight_update_sharding as wus
@@ -153,10 +154,19 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
   plain, sharded = results['plain'], results['sharded']
   keys = [k for k in plain[0].files if k != 'count']
   assert len(keys) > 30  # ResNet-10: 38 variables.
+  # The two differ by rounding (the shards' norms are sums of partial sums)
+  # that 6 steps grow by CPU: 2.6e-6 on a batch-norm gamma of 0.016 on an
+  # AMD EPYC. Each variable must agree to 1% of how far the plain run moved
+  # it over its last 4 steps (the worst here: 7e-5 of it), a bound far
+  # below any wrong update.
+  early = tf.train.load_checkpoint(
+      str(tmp_path / 'm_plain' / 'checkpoints' / 'ckpt-2'))
   for k in keys:
     np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
-    np.testing.assert_allclose(sharded[0][k], plain[0][k], rtol=1e-5,
-                               atol=1e-6, err_msg=k)
+    moved = np.abs(plain[0][k] - early.get_tensor(
+        ssd.suite_checkpoint_key(k.replace('.', '/'), 'params'))).max()
+    assert moved > 0, k
+    assert np.abs(sharded[0][k] - plain[0][k]).max() <= 0.01 * moved, k
   # Its checkpoints are in the unsharded layout: the plain run's reader
   # sees the same names and shapes.
   layouts = [tf.train.load_checkpoint(str(tmp_path / f'm_{name}' /
