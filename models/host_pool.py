@@ -4,11 +4,23 @@ Spawned (not forked: the training process holds TensorFlow's threads), so
 the work functions must live in modules that import no TensorFlow
 (models/bleu.py, models/coco_metric.py). Stopped at interpreter exit, or by
 `close`.
+
+A worker that dies (killed by a signal, the kernel's OOM killer, a crash in
+C code) fails the `map` it was working on at once with HostPoolError naming
+its exit, and the next `map` starts fresh processes: concurrent.futures
+notices a dead worker, where multiprocessing.Pool replaces it and waits
+forever for the work it took.
 """
 
 import atexit
+import concurrent.futures
+from concurrent.futures import process as futures_process
 import multiprocessing
 from typing import Callable, Sequence
+
+
+class HostPoolError(RuntimeError):
+  """A process of the pool died while it held work."""
 
 
 class HostPool:
@@ -18,22 +30,53 @@ class HostPool:
                initargs: tuple = ()):
     self.processes = processes
     self._initializer, self._initargs = initializer, initargs
-    self._pool = None
+    self._executor = None
+    self._registered = False
 
   def map(self, fn: Callable, work: Sequence) -> list:
-    if self._pool is None:
-      self._pool = multiprocessing.get_context('spawn').Pool(
-          self.processes, initializer=self._initializer,
-          initargs=self._initargs)
-      atexit.register(self.close)  # Before the interpreter's own teardown.
-    return self._pool.map(fn, work)
+    """[fn(w) for w in work], in order, over the pool's processes.
+
+    Raises:
+      HostPoolError: if a process died before all the work was done (the
+        pool's processes are then stopped; the next call starts new ones).
+    """
+    if self._executor is None:
+      self._executor = concurrent.futures.ProcessPoolExecutor(
+          self.processes, mp_context=multiprocessing.get_context('spawn'),
+          initializer=self._initializer, initargs=self._initargs)
+      if not self._registered:  # Before the interpreter's own teardown.
+        atexit.register(self.close)
+        self._registered = True
+    try:
+      return list(self._executor.map(fn, work))
+    except futures_process.BrokenProcessPool as e:
+      # The executor stops the others with SIGTERM (-15) once one is dead.
+      codes = sorted({p.exitcode for p in _processes(self._executor)
+                      if p.exitcode})
+      self.close()
+      raise HostPoolError(
+          f'A metric process running {fn.__module__}.{fn.__qualname__} '
+          f'died before its work was done (exit codes of the pool: '
+          f'{codes or "unknown"}; negative is the signal that ended it, -9 '
+          'often the out-of-memory killer).') from e
 
   def close(self) -> None:
-    """Stops the pool's processes."""
-    if self._pool is not None:
-      self._pool.terminate()
-      self._pool.join()
-      self._pool = None
+    """Stops the pool's processes, busy or not (a metric that hangs must
+    not keep the process from exiting)."""
+    if self._executor is None:
+      return
+    executor, self._executor = self._executor, None
+    for p in _processes(executor):
+      if p.is_alive():
+        p.kill()
+    executor.shutdown(wait=True, cancel_futures=True)
 
   def __del__(self):
     self.close()
+
+
+def _processes(executor) -> list:
+  """The executor's worker processes: its own table (a private attribute,
+  there since Python 3.2; Python 3.14's terminate_workers is the public
+  form)."""
+  return list((getattr(executor, '_processes', None) or {}).values())

@@ -1,0 +1,90 @@
+"""models.host_pool: a metric process killed mid-work fails the evaluation at
+once (not an hour later at the evaluator's timeout), and the pool recovers.
+
+The work functions live here: the pool's spawned processes import this
+module (no TensorFlow) to find them.
+"""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from models import host_pool
+
+
+def square(x):
+  return x * x
+
+
+def write_pid_then_sleep(path):
+  """Announces this process, then works 'forever' (10 minutes)."""
+  with open(path + '.tmp', 'w') as f:
+    f.write(str(os.getpid()))
+  os.replace(path + '.tmp', path)  # Whole, or not there.
+  time.sleep(600)
+  return path
+
+
+def map_in_thread(pool, fn, work):
+  """pool.map(fn, work) in a thread; a dict that gets its 'result' or
+  'error', and the thread."""
+  outcome = {}
+
+  def run():
+    try:
+      outcome['result'] = pool.map(fn, work)
+    except Exception as e:  # pylint: disable=broad-except
+      outcome['error'] = e
+
+  thread = threading.Thread(target=run, daemon=True)
+  thread.start()
+  return outcome, thread
+
+
+def wait_for_file(path, thread, seconds=300):
+  deadline = time.monotonic() + seconds
+  while not os.path.exists(path):
+    assert thread.is_alive(), 'the map ended before its work started'
+    assert time.monotonic() < deadline, f'{path} never appeared'
+    time.sleep(0.05)
+  with open(path) as f:
+    return int(f.read())
+
+
+@pytest.mark.slow  # Spawns processes (about 2 s each without TensorFlow).
+def test_a_killed_metric_process_fails_the_map_and_the_pool_recovers(
+    tmp_path):
+  pool = host_pool.HostPool(2)
+  try:
+    assert pool.map(square, range(6)) == [0, 1, 4, 9, 16, 25]
+    outcome, thread = map_in_thread(
+        pool, write_pid_then_sleep, [str(tmp_path / 'a'), str(tmp_path / 'b')])
+    victim = wait_for_file(str(tmp_path / 'a'), thread)
+    os.kill(victim, signal.SIGKILL)  # As the out-of-memory killer does.
+    # Long before the other process's 600 s of work would end.
+    thread.join(120)
+    assert not thread.is_alive(), 'the map waits for the killed process'
+    error = outcome['error']
+    assert isinstance(error, host_pool.HostPoolError), repr(error)
+    assert '-9' in str(error) and 'write_pid_then_sleep' in str(error)
+    # Fresh processes for the next evaluation.
+    assert pool.map(square, range(4)) == [0, 1, 4, 9]
+  finally:
+    pool.close()
+
+
+@pytest.mark.slow
+def test_close_stops_a_pool_whose_work_hangs(tmp_path):
+  pool = host_pool.HostPool(1)
+  outcome, thread = map_in_thread(pool, write_pid_then_sleep,
+                                  [str(tmp_path / 'a')])
+  worker = wait_for_file(str(tmp_path / 'a'), thread)
+  pool.close()  # What the evaluator's timeout and the exit handler do.
+  thread.join(120)
+  assert not thread.is_alive()
+  assert isinstance(outcome['error'], host_pool.HostPoolError)
+  with pytest.raises(ProcessLookupError):
+    os.kill(worker, 0)  # Gone (and reaped: not a zombie).
