@@ -52,6 +52,7 @@ from training import mlperf_log
 from training import preemption
 from training import run_lock
 from training import step as step_lib
+from training import task as task_lib
 from training import weight_update_sharding as wus
 from training.task import Optimizer
 from training.task import Task
@@ -375,14 +376,19 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       task=task, optimizer=optimizer, learning_rate=lr,
       global_batch_size=schedule.global_batch_size, num_replicas=replicas,
       num_eval_examples=num_eval_examples, total_steps=total_steps)
+  host_metric = task.host_metric()
+  # A per-host metric scores each host's own examples (not on a mesh: its
+  # processes' outputs are not split by host).
+  per_host = task_lib.is_per_host(host_metric) and not partitioner
   evaluator = evaluator_lib.Evaluator(
       worker_sum=worker_sum,
-      eval_loop=on_devices(step_lib.make_eval_loop(strategy=dist, model=model,
-                                                   task=task)),
+      eval_loop=on_devices(step_lib.make_eval_loop(
+          strategy=dist, model=model, task=task, local_outputs=per_host)),
       make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
       task=task, chief=chief, expected_count=num_eval_examples,
       steps_per_loop=eval_steps_per_loop, asynchronous=asynchronous_eval,
-      host_timeout_seconds=host_metric_timeout_seconds)
+      host_timeout_seconds=host_metric_timeout_seconds,
+      host_metric=host_metric, per_host=per_host)
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
                                    task=task, chief=chief, worker_id=worker_id)

@@ -9,6 +9,7 @@ import json
 import os
 from typing import Protocol
 
+import numpy as np
 import tensorflow as tf
 
 from distribution import tpu as tpu_lib
@@ -280,15 +281,15 @@ def placed(strategy, tensor: tf.Tensor) -> tf.Tensor:
 class WorkerSum(Protocol):
   """Sums a host value over the processes of a run.
 
-  Every worker passes its own host value (a Python float); the result, the
-  same on every worker, is their sum, or with `first_replica_only` the value
-  the chief passed. With one worker (one process drives all replicas, TPU
-  pods included) the value comes back as is. Every worker must call it the
-  same number of times, in the same order (it is a collective).
+  Every worker passes its own host value (a Python float, or a 1-D NumPy
+  array of the same length on every worker); the result, the same on every
+  worker, is their sum (a float, or an array), or with `first_replica_only`
+  the value the chief passed. With one worker (one process drives all
+  replicas, TPU pods included) the value comes back as is. Every worker must
+  call it the same number of times, in the same order (it is a collective).
   """
 
-  def __call__(self, value: float, first_replica_only: bool = False
-               ) -> float:
+  def __call__(self, value, first_replica_only: bool = False):
     ...
 
 
@@ -311,5 +312,9 @@ def make_worker_sum(strategy, dtype=tf.float32) -> WorkerSum:
     out = strategy.run(replica_fn, args=(value, first_only))
     return strategy.experimental_local_results(out)[0]
 
-  return lambda value, first_replica_only=False: float(worker_sum(
-      tf.constant(value, dtype), tf.constant(first_replica_only)))
+  def summed(value, first_replica_only=False):
+    out = worker_sum(tf.constant(value, dtype),
+                     tf.constant(first_replica_only))
+    return float(out) if np.ndim(value) == 0 else out.numpy()
+
+  return summed

@@ -59,8 +59,9 @@ def bleu_from_statistics(stats: Sequence[int]) -> float:
 
 class BleuMetric:
   """Detokenises decoded ids and scores them. Implements
-  training.task.HostMetric; fed `ids` [n, length] and `index` [n] (the
-  pair's line in the references)."""
+  training.task.PerHostMetric; fed `ids` [n, length] and `index` [n] (the
+  pair's line in the references). Per host, each host translates and counts
+  its own pairs; the chief gets 13 numbers from each."""
 
   def __init__(self, *, vocab: subwords.SubwordVocab,
                references: Sequence[str], processes: int = 0):
@@ -98,12 +99,47 @@ class BleuMetric:
     if self.processes <= 1:
       score = mlperf_bleu(hypotheses, self.references)
     else:
-      bounds = np.linspace(0, len(hypotheses), self.processes + 1).astype(int)
-      chunks = [(hypotheses[a:b], self.references[a:b])
-                for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-      sums = np.sum(self._pool.map(bleu_statistics, chunks), axis=0)
-      score = bleu_from_statistics(sums)
+      score = bleu_from_statistics(self._counts(hypotheses, self.references))
     return {'bleu': score, 'translated': float(len(self.translations))}
+
+  def statistics(self) -> np.ndarray:
+    """This host's pairs' BLEU statistics (bleu_statistics' 10 counts) and
+    three of their indices: how many, the sum of index + 1 and of its
+    square (summed over hosts, they show a pair missing or repeated)."""
+    indices = sorted(self.translations)
+    hypotheses = [self.translations[i] for i in indices]
+    references = [self.references[i] for i in indices]
+    counts = (self._counts(hypotheses, references) if indices
+              else [0] * 10)
+    ids = np.asarray(indices, np.float64) + 1.0
+    return np.asarray([*counts, len(ids), ids.sum(), np.square(ids).sum()],
+                      np.float64)
+
+  def result_from(self, statistics: np.ndarray) -> dict[str, float]:
+    """{'bleu', 'translated'} of every host's summed statistics.
+
+    Raises:
+      RuntimeError: if the hosts did not translate every pair once.
+    """
+    n = len(self.references)
+    ids = np.arange(1, n + 1, dtype=np.float64)
+    translated, id_sum, id_squares = statistics[10:13]
+    if (translated, id_sum, id_squares) != (n, ids.sum(),
+                                            np.square(ids).sum()):
+      raise RuntimeError(
+          f'The hosts translated {int(translated)} eval pairs for '
+          f'{n}, not each pair once: BLEU would be over part of the eval '
+          'set.')
+    return {'bleu': bleu_from_statistics(statistics[:10]),
+            'translated': float(translated)}
+
+  def _counts(self, hypotheses, references) -> list:
+    if self.processes <= 1:
+      return bleu_statistics((hypotheses, references))
+    bounds = np.linspace(0, len(hypotheses), self.processes + 1).astype(int)
+    chunks = [(hypotheses[a:b], references[a:b])
+              for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return list(np.sum(self._pool.map(bleu_statistics, chunks), axis=0))
 
   def close(self) -> None:
     """Stops the pool's processes."""

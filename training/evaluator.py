@@ -16,6 +16,11 @@ BLEU in a host thread, SSD's COCO mAP in host processes), it runs in one
 background thread while training goes on, and `results()` returns an
 evaluation at the first loop end after its metric is done; every worker
 learns that at the same loop end (a collective), so they stop together.
+
+A per-host metric (training.task.PerHostMetric: BLEU) is fed on every
+worker with that worker's own replicas' outputs (the eval loop built with
+`local_outputs`); each worker computes its statistics, only those are
+summed over the workers, and every worker scores the sum.
 """
 
 import collections
@@ -29,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from training import task as task_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +51,10 @@ class _Pending:
   step: int
   sums: dict
   # The chief's host-metric calls (reset, updates, result), in order; the
-  # last one's value is the metric's.
+  # last one's value is the metric's (a per-host metric's: every worker's
+  # calls, the last one its statistics).
   host: list[concurrent.futures.Future]
+  own_state: float = 0.0  # This worker's, at the last per-host check.
 
   def finished(self) -> bool:
     return all(f.done() for f in self.host)
@@ -112,9 +120,11 @@ class Evaluator:
                chief: bool, worker_sum: strategies.WorkerSum,
                expected_count: int = 0, steps_per_loop: int = 0,
                asynchronous: bool = False,
-               host_timeout_seconds: float = 3600.0):
+               host_timeout_seconds: float = 3600.0, host_metric=None,
+               per_host: bool = True):
     """Args:
-      eval_loop: eval_loop(iterator, num_steps) -> (sums, outputs) (step.py).
+      eval_loop: eval_loop(iterator, num_steps) -> (sums, outputs) (step.py);
+        built with `local_outputs` when the host metric is per host.
       make_iterator: () -> a fresh eval iterator.
       steps: eval steps covering every example once.
       task: the training.task.Task (quality, host_metric).
@@ -129,16 +139,25 @@ class Evaluator:
         the device loop either way).
       host_timeout_seconds: how long `results(wait=True)` waits for a host
         metric before it stops the run naming the evaluation (0: forever).
+      host_metric: the task's host metric, if the caller made it already
+        (None: task.host_metric()).
+      per_host: score a PerHostMetric per host (each worker its own
+        examples, the statistics summed); False: on the chief, as any host
+        metric (the eval loop gathers every host's outputs).
     """
     self.eval_loop = eval_loop
     self.make_iterator, self.steps, self.task = make_iterator, steps, task
     self.chief, self.expected_count = chief, expected_count
     self.steps_per_loop = steps_per_loop or steps
-    self.host_metric = task.host_metric()
+    self.host_metric = host_metric or task.host_metric()
+    self.per_host = per_host and task_lib.is_per_host(self.host_metric)
     self._worker_sum = worker_sum if self.host_metric is not None else None
+    self._workers = None  # Counted at the first per-host result.
     self.asynchronous = asynchronous and self.host_metric is not None
     self.host_timeout_seconds = host_timeout_seconds
-    self._thread = HostThread() if self.asynchronous and chief else None
+    self._feeds = self.host_metric is not None and (chief or self.per_host)
+    self._thread = (HostThread() if self.asynchronous and self._feeds
+                    else None)
     self._pending = collections.deque()
 
   def compile(self) -> None:
@@ -160,7 +179,7 @@ class Evaluator:
     hands the outputs to the host metric."""
     iterator = self.make_iterator()
     sums, host = None, []
-    feeds = self.host_metric is not None and self.chief
+    feeds = self._feeds
     if feeds:
       host.append(self._host(self.host_metric.reset))
     done = 0
@@ -182,7 +201,8 @@ class Evaluator:
                       'the input warnings above).', seen, self.expected_count,
                       self.expected_count - seen)
     if feeds:
-      host.append(self._host(self.host_metric.result))
+      host.append(self._host(self.host_metric.statistics if self.per_host
+                             else self.host_metric.result))
     self._pending.append(_Pending(step=step, sums=sums, host=host))
 
   def results(self, *, wait: bool) -> list[EvalResult]:
@@ -202,8 +222,7 @@ class Evaluator:
         out.append(EvalResult(head.step, self.task.quality(head.sums),
                               dict(head.sums)))
         continue
-      state = self._worker_sum(self._chief_state(head, wait),
-                               first_replica_only=True)
+      state = self._state(head, wait)
       if state == _RUNNING:
         break
       self._pending.popleft()
@@ -211,15 +230,39 @@ class Evaluator:
         self.cancel()
         raise self._failure(head)
       metrics, quality = dict(head.sums), 0.0
-      if self.chief:
-        metrics.update(head.host[-1].result())
+      if self.per_host:
+        # Every worker scores the same sums: the same quality everywhere.
+        total = self._worker_sum(np.asarray(head.host[-1].result(),
+                                            np.float64))
+        metrics.update(self.host_metric.result_from(total))
         quality = self.task.quality(metrics)
-      quality = self._worker_sum(quality, first_replica_only=True)
+      else:
+        if self.chief:
+          metrics.update(head.host[-1].result())
+          quality = self.task.quality(metrics)
+        quality = self._worker_sum(quality, first_replica_only=True)
       out.append(EvalResult(head.step, quality, metrics))
     return out
 
-  def _chief_state(self, head: _Pending, wait: bool) -> float:
-    if not self.chief:
+  def _state(self, head: _Pending, wait: bool) -> float:
+    """The oldest evaluation's state, the same on every worker: the
+    chief's, or for a per-host metric every worker's (failed if any
+    failed, done when all are)."""
+    if not self.per_host:
+      return self._worker_sum(self._own_state(head, wait),
+                              first_replica_only=True)
+    if self._workers is None:
+      self._workers = round(self._worker_sum(1.0))
+    # Running 0, done 1, failed more than all the workers' ones together.
+    code = {_RUNNING: 0.0, _DONE: 1.0, _FAILED: self._workers + 1.0}
+    head.own_state = self._own_state(head, wait)
+    total = self._worker_sum(code[head.own_state])
+    if total > self._workers:
+      return _FAILED
+    return _DONE if total == self._workers else _RUNNING
+
+  def _own_state(self, head: _Pending, wait: bool) -> float:
+    if not self._feeds:
       return _RUNNING
     if wait:
       concurrent.futures.wait(
@@ -230,10 +273,11 @@ class Evaluator:
 
   def _failure(self, head: _Pending) -> HostMetricError:
     name = type(self.task).__name__
-    if not self.chief:
+    if not self._feeds or (self.per_host and head.own_state != _FAILED):
+      where = 'another worker' if self.per_host else 'the chief'
       return HostMetricError(
-          f'The host metric of {name} failed on the chief for the evaluation '
-          f'at step {head.step}; the chief\'s log names the error.')
+          f'The host metric of {name} failed on {where} for the evaluation '
+          f'at step {head.step}; that worker\'s log names the error.')
     if not head.finished():
       return HostMetricError(
           f'The host metric of {name} did not finish the evaluation at step '

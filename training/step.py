@@ -195,14 +195,16 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   return train_loop
 
 
-def make_eval_loop(*, strategy, model, task):
+def make_eval_loop(*, strategy, model, task, local_outputs: bool = False):
   """Returns eval_loop(iterator, num_steps) -> (sums, outputs).
 
   `sums`: the task's eval sums reduced over all replicas and steps. `outputs`:
   the task's per-example eval outputs of every replica on every host,
   gathered on the device (all-gather, so every host holds them), stacked as
   [num_steps * global batch, ...] in step then replica order; empty when the
-  task has no host metric.
+  task has no host metric. With `local_outputs`, only this host's replicas'
+  outputs, in step then local replica order, and nothing crosses hosts (a
+  per-host metric: training.task.PerHostMetric).
   """
   output_dtypes = dict(task.eval_output_dtypes)
   output_names = tuple(output_dtypes)
@@ -213,10 +215,18 @@ def make_eval_loop(*, strategy, model, task):
     if not output_names:
       return sums, {}
     outputs = task.eval_outputs(model, batch)
+    if local_outputs:
+      return sums, {k: outputs[k] for k in output_names}
     ctx = tf.distribute.get_replica_context()
     return sums, {k: ctx.all_gather(strategies.placed(strategy, outputs[k]),
                                     axis=0)
                   for k in output_names}
+
+  def host_rows(per_replica):
+    values = strategy.experimental_local_results(per_replica)
+    if local_outputs:
+      return tf.concat(values, axis=0)
+    return values[0]  # Every replica holds the same gathered copy.
 
   @tf.function
   def eval_loop(iterator, num_steps):
@@ -229,10 +239,8 @@ def make_eval_loop(*, strategy, model, task):
       sums = {k: sums[k] + strategy.reduce(tf.distribute.ReduceOp.SUM,
                                            per_replica_sums[k], axis=None)
               for k in sums}
-      # Every replica holds the same gathered copy; keep the first.
       arrays = {k: arrays[k].write(tf.cast(i, tf.int32),
-                                   strategy.experimental_local_results(
-                                       gathered[k])[0])
+                                   host_rows(gathered[k]))
                 for k in output_names}
     # Concatenating an empty list needs a known element shape: the 0-step
     # call that compiles the loop returns empty outputs instead.

@@ -65,6 +65,33 @@ class HostMetric(Protocol):
     """The metric values over everything added since `reset`."""
 
 
+class PerHostMetric(HostMetric, Protocol):
+  """A HostMetric that is a function of sums (BLEU's n-gram counts, a
+  histogram): each host computes its own examples' share, and only those
+  sums travel between hosts, not the examples.
+
+  The runtime feeds every worker's metric with its own replicas' examples
+  (not gathered across hosts), sums `statistics()` over the workers (float64:
+  integer counts below 2^53 stay exact) and calls `result_from` with the sum
+  on every worker. With one worker, result_from(statistics()) must equal
+  result().
+  """
+
+  def statistics(self) -> np.ndarray:
+    """This host's sums: a float64 vector whose length depends only on the
+    metric's configuration (the same on every host)."""
+
+  def result_from(self, statistics: np.ndarray) -> dict[str, float]:
+    """The metric values of the summed statistics of every host; raises if
+    they show examples missing or repeated."""
+
+
+def is_per_host(metric: HostMetric | None) -> bool:
+  """Whether `metric` implements PerHostMetric."""
+  return callable(getattr(metric, 'statistics', None)) and callable(
+      getattr(metric, 'result_from', None))
+
+
 class Model(Protocol):
   """What the runtime needs of a model: a tf.Module with weights and state."""
 

@@ -174,3 +174,42 @@ def test_a_pool_of_processes_gives_the_one_process_bleu_bit_for_bit(
                   for a, b in ((0, 1), (1, 400), (400, 900))], axis=0)
   assert parts.tolist() == whole
   assert bleu.bleu_from_statistics(whole) == single
+
+
+def test_hosts_sum_statistics_to_the_one_host_bleu_bit_for_bit(
+    german_references):
+  refs = german_references[:300]
+  hyps = perturbed(refs, 7)
+  encoded = [[ord(c) for c in text] + [1] for text in hyps]
+  width = max(len(e) for e in encoded)
+  ids = np.array([e + [0] * (width - len(e)) for e in encoded])
+  rng = np.random.default_rng(0)
+  host_of = rng.integers(0, 3, len(refs))  # Interleaved, as replicas are.
+
+  def hosts(assign):
+    metrics = [bleu.BleuMetric(vocab=_Vocab(), references=refs)
+               for _ in range(3)]
+    for h, metric in enumerate(metrics):
+      mine = np.flatnonzero(assign == h)
+      if len(mine):
+        metric.update({'ids': ids[mine], 'index': mine})
+    return metrics, np.sum([m.statistics() for m in metrics], axis=0)
+
+  metrics, total = hosts(host_of)
+  whole = bleu.BleuMetric(vocab=_Vocab(), references=refs)
+  whole.update({'ids': ids, 'index': np.arange(len(refs))})
+  assert metrics[0].result_from(total) == whole.result()  # Bit for bit.
+  assert whole.result_from(whole.statistics()) == whole.result()
+  assert 0.2 < whole.result()['bleu'] < 0.95
+  # Only the 13 sums travel; the examples stay on their host.
+  assert total.shape == (13,)
+
+  # A pair on two hosts and another on none: the same count, caught.
+  extra = bleu.BleuMetric(vocab=_Vocab(), references=refs)
+  extra.update({'ids': ids[[5]], 'index': np.array([5])})
+  gap = bleu.BleuMetric(vocab=_Vocab(), references=refs)
+  gap.update({'ids': ids[[6]], 'index': np.array([6])})
+  with pytest.raises(RuntimeError, match='not each pair once'):
+    metrics[0].result_from(total + extra.statistics() - gap.statistics())
+  with pytest.raises(RuntimeError, match='translated 299 eval pairs for 300'):
+    metrics[0].result_from(total - gap.statistics())
