@@ -388,7 +388,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       task=task, chief=chief, expected_count=num_eval_examples,
       steps_per_loop=eval_steps_per_loop, asynchronous=asynchronous_eval,
       host_timeout_seconds=host_metric_timeout_seconds,
-      host_metric=host_metric, per_host=per_host)
+      host_metric=host_metric, per_host=per_host, worker_id=worker_id)
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
                                    task=task, chief=chief, worker_id=worker_id)

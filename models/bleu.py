@@ -115,12 +115,13 @@ class BleuMetric:
     return np.asarray([*counts, len(ids), ids.sum(), np.square(ids).sum()],
                       np.float64)
 
-  def result_from(self, statistics: np.ndarray) -> dict[str, float]:
-    """{'bleu', 'translated'} of every host's summed statistics.
+  def result_from(self, parts: Sequence[np.ndarray]) -> dict[str, float]:
+    """{'bleu', 'translated'} of every host's statistics, summed.
 
     Raises:
       RuntimeError: if the hosts did not translate every pair once.
     """
+    statistics = np.sum(parts, axis=0)
     n = len(self.references)
     ids = np.arange(1, n + 1, dtype=np.float64)
     translated, id_sum, id_squares = statistics[10:13]

@@ -66,7 +66,8 @@ class BinnedRocAuc:
   def statistics(self):
     return np.concatenate([self.positives, self.negatives])
 
-  def result_from(self, statistics):
+  def result_from(self, parts):
+    statistics = np.sum(parts, axis=0)
     pos, neg = statistics[:self.BINS], statistics[self.BINS:]
     below = np.cumsum(neg) - neg  # Negatives in lower bins.
     auc = (pos * (below + 0.5 * neg)).sum() / (pos.sum() * neg.sum())
@@ -75,7 +76,7 @@ class BinnedRocAuc:
             'examples_fed_here': float(self.fed)}
 
   def result(self):
-    return self.result_from(self.statistics())
+    return self.result_from([self.statistics()])
 
 
 def binned(scores):

@@ -121,7 +121,7 @@ class Evaluator:
                expected_count: int = 0, steps_per_loop: int = 0,
                asynchronous: bool = False,
                host_timeout_seconds: float = 3600.0, host_metric=None,
-               per_host: bool = True):
+               per_host: bool = True, worker_id: int = 0):
     """Args:
       eval_loop: eval_loop(iterator, num_steps) -> (sums, outputs) (step.py);
         built with `local_outputs` when the host metric is per host.
@@ -144,6 +144,7 @@ class Evaluator:
       per_host: score a PerHostMetric per host (each worker its own
         examples, the statistics summed); False: on the chief, as any host
         metric (the eval loop gathers every host's outputs).
+      worker_id: this worker's index (0 the chief), for per-host metrics.
     """
     self.eval_loop = eval_loop
     self.make_iterator, self.steps, self.task = make_iterator, steps, task
@@ -153,6 +154,7 @@ class Evaluator:
     self.per_host = per_host and task_lib.is_per_host(self.host_metric)
     self._worker_sum = worker_sum if self.host_metric is not None else None
     self._workers = None  # Counted at the first per-host result.
+    self._worker_id = worker_id
     self.asynchronous = asynchronous and self.host_metric is not None
     self.host_timeout_seconds = host_timeout_seconds
     self._feeds = self.host_metric is not None and (chief or self.per_host)
@@ -231,10 +233,10 @@ class Evaluator:
         raise self._failure(head)
       metrics, quality = dict(head.sums), 0.0
       if self.per_host:
-        # Every worker scores the same sums: the same quality everywhere.
-        total = self._worker_sum(np.asarray(head.host[-1].result(),
-                                            np.float64))
-        metrics.update(self.host_metric.result_from(total))
+        # Every worker scores the same statistics: the same quality.
+        parts = gather_by_sum(self._worker_sum, self._worker_id,
+                              self._workers, head.host[-1].result())
+        metrics.update(self.host_metric.result_from(parts))
         quality = self.task.quality(metrics)
       else:
         if self.chief:
@@ -306,6 +308,22 @@ class Evaluator:
     self.start(step=-1)
     result = self.results(wait=True)[-1]
     return result.quality, result.metrics
+
+
+def gather_by_sum(worker_sum: strategies.WorkerSum, worker_id: int,
+                  workers: int, value) -> list[np.ndarray]:
+  """Every worker's 1-D `value` (any length), in worker order, on every
+  worker: two sums, of the lengths and of a [workers, longest] matrix where
+  each worker fills its own row (exact: one value and zeros per entry)."""
+  value = np.asarray(value, np.float64).reshape(-1)
+  lengths = np.zeros(workers)
+  lengths[worker_id] = len(value)
+  lengths = np.asarray(worker_sum(lengths)).astype(np.int64)
+  width = max(int(lengths.max()), 1)
+  rows = np.zeros([workers, width])
+  rows[worker_id, :len(value)] = value
+  rows = np.asarray(worker_sum(rows.reshape(-1))).reshape(workers, width)
+  return [rows[w, :lengths[w]] for w in range(workers)]
 
 
 def outputs_without_padding(outputs: dict) -> dict:

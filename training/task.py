@@ -66,24 +66,23 @@ class HostMetric(Protocol):
 
 
 class PerHostMetric(HostMetric, Protocol):
-  """A HostMetric that is a function of sums (BLEU's n-gram counts, a
-  histogram): each host computes its own examples' share, and only those
-  sums travel between hosts, not the examples.
+  """A HostMetric whose examples stay on their host: each host reduces its
+  own examples to statistics (BLEU's n-gram counts, a histogram, COCO's
+  per-image matches), and only those travel between hosts.
 
   The runtime feeds every worker's metric with its own replicas' examples
-  (not gathered across hosts), sums `statistics()` over the workers (float64:
-  integer counts below 2^53 stay exact) and calls `result_from` with the sum
-  on every worker. With one worker, result_from(statistics()) must equal
-  result().
+  (not gathered across hosts), gathers every worker's `statistics()` to
+  every worker (in worker order) and calls `result_from` with them on each.
+  With one worker, result_from([statistics()]) must equal result().
   """
 
   def statistics(self) -> np.ndarray:
-    """This host's sums: a float64 vector whose length depends only on the
-    metric's configuration (the same on every host)."""
+    """This host's statistics: a 1-D float64 array (any length; integer
+    values below 2^53 travel exactly)."""
 
-  def result_from(self, statistics: np.ndarray) -> dict[str, float]:
-    """The metric values of the summed statistics of every host; raises if
-    they show examples missing or repeated."""
+  def result_from(self, parts: Sequence[np.ndarray]) -> dict[str, float]:
+    """The metric values of every host's statistics; raises if they show
+    examples missing or repeated."""
 
 
 def is_per_host(metric: HostMetric | None) -> bool:

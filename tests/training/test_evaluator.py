@@ -162,3 +162,34 @@ def test_a_failing_host_metric_is_named_with_its_eval_step(asynchronous):
                      match=r'HostTask failed on the evaluation at step 3: '
                      r'ValueError: a bad chunk'):
     evaluator.results(wait=True)
+
+
+def test_gather_by_sum_gives_every_workers_array_in_worker_order():
+  # Three workers as threads; their sums meet at a barrier, as a collective.
+  values = [np.array([1.5, -2.0, 3.0]), np.array([]), np.array([7.0])]
+  barrier = threading.Barrier(3)
+  calls, out = {}, {}
+
+  def worker(w):
+    count = 0
+
+    def worker_sum(value, first_replica_only=False):
+      nonlocal count
+      del first_replica_only
+      key = count
+      count += 1
+      calls.setdefault(key, [None] * 3)[w] = np.asarray(value, np.float64)
+      barrier.wait()
+      total = np.sum(calls[key], axis=0)
+      barrier.wait()
+      return total
+
+    out[w] = evaluator_lib.gather_by_sum(worker_sum, w, 3, values[w])
+
+  threads = [threading.Thread(target=worker, args=(w,)) for w in range(3)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join(60)
+  for w in range(3):
+    assert [a.tolist() for a in out[w]] == [v.tolist() for v in values]

@@ -74,8 +74,7 @@ def test_binned_auc_from_two_hosts_histograms_is_sklearns():
   hosts = [binary_digits.BinnedRocAuc() for _ in range(2)]
   for h, part in enumerate(np.array_split(rng.permutation(1000), 2)):
     hosts[h].update({'score': scores[part], 'positive': positive[part]})
-  total = hosts[0].statistics() + hosts[1].statistics()
-  got = hosts[1].result_from(total)
+  got = hosts[1].result_from([h.statistics() for h in hosts])
   want = metrics.roc_auc_score(positive, binary_digits.binned(scores))
   assert got['auc'] == pytest.approx(want, abs=1e-12)
   assert got['host_examples'] == 1000 and got['examples_fed_here'] == 500
