@@ -11,6 +11,13 @@ joins the per-image records in the same order and accumulates: the same
 records in the same order as one process makes, so the same AP bit for bit
 (tests/models/test_coco_metric.py). Google ran it in 4 host processes.
 
+Across hosts (training.task.PerHostMetric) each host evaluates its own
+images the same way and sends their per-image records (the four arrays
+`accumulate()` reads: detection scores, matches, ignore flags and the
+ground truth's ignore flags) and image ids; every worker puts the records
+back in one process's (category, area, image) order and accumulates: the
+same AP bit for bit again.
+
 Imports no TensorFlow: the pool's processes start fresh (spawn) and import
 this module alone.
 """
@@ -72,6 +79,55 @@ def evaluate_images(gt: coco_lib.COCO, detections: np.ndarray,
   return ev.evalImgs
 
 
+def encode_records(records: Sequence, image_ids: Sequence[int],
+                   num_areas: int, detections: int) -> np.ndarray:
+  """evalImgs records (in COCOeval's category, area, image order over
+  `image_ids`) as one float64 array: how many images and detections, the
+  image ids, then for each record
+  that is not None its (category index, area index, image id, D, G, T) and
+  the arrays accumulate() reads (dtScores [D], dtMatches and dtIgnore
+  [T, D], gtIgnore [G])."""
+  n = len(image_ids)
+  out = [np.asarray([n, detections], np.float64),
+         np.asarray(image_ids, np.float64)]
+  for i, record in enumerate(records):
+    if record is None:
+      continue
+    k, a = divmod(i // n, num_areas)
+    matches = np.asarray(record['dtMatches'], np.float64)
+    t, d = matches.shape if matches.ndim == 2 else (matches.shape[0], 0)
+    scores = np.asarray(record['dtScores'], np.float64).reshape(-1)
+    gt_ignore = np.asarray(record['gtIgnore'], np.float64).reshape(-1)
+    out += [np.asarray([k, a, record['image_id'], len(scores),
+                        len(gt_ignore), t], np.float64), scores,
+            matches.reshape(-1),
+            np.asarray(record['dtIgnore'], np.float64).reshape(-1),
+            gt_ignore]
+  return np.concatenate(out)
+
+
+def decode_records(encoded: np.ndarray) -> tuple[list[int], int, dict]:
+  """encode_records' image ids, detection count and records by (category
+  index, area index, image id)."""
+  n, detections = int(encoded[0]), int(encoded[1])
+  image_ids = [int(i) for i in encoded[2:2 + n]]
+  records, at = {}, 2 + n
+  while at < len(encoded):
+    k, a, image, d, g, t = (int(v) for v in encoded[at:at + 6])
+    at += 6
+    scores = encoded[at:at + d]
+    at += d
+    matches = encoded[at:at + t * d].reshape(t, d)
+    at += t * d
+    ignore = encoded[at:at + t * d].reshape(t, d)
+    at += t * d
+    records[k, a, image] = {'dtScores': list(scores), 'dtMatches': matches,
+                            'dtIgnore': ignore,
+                            'gtIgnore': encoded[at:at + g]}
+    at += g
+  return image_ids, detections, records
+
+
 def _init_worker(annotation_file: str) -> None:
   global _WORKER_GT
   _WORKER_GT = load_annotations(annotation_file)
@@ -121,7 +177,7 @@ def coco_map(gt: coco_lib.COCO, detections: np.ndarray,
 
 class CocoMetric:
   """COCO box mAP of on-device detections. Implements
-  training.task.HostMetric, fed per image `image_id` [n], `boxes` [n, D, 4]
+  training.task.PerHostMetric, fed per image `image_id` [n], `boxes` [n, D, 4]
   (x, y, w, h in the original image's pixels), `scores` [n, D] (0 for an
   empty slot) and `classes` [n, D] (labels 1..K)."""
 
@@ -192,15 +248,61 @@ class CocoMetric:
     return stats
 
   def _pooled(self, detections, image_ids):
+    return summarize(self.gt, image_ids,
+                     self._evaluated(detections, image_ids))
+
+  def _evaluated(self, detections, image_ids) -> list:
+    """evalImgs chunks of contiguous runs of `image_ids`, in order."""
     if self.processes <= 1:
-      chunks = [evaluate_images(self.gt, detections, image_ids)]
-      return summarize(self.gt, image_ids, chunks)
+      return [evaluate_images(self.gt, detections, image_ids)]
     parts = [list(p) for p in np.array_split(image_ids, self.processes)
              if len(p)]
     by_image = detections[:, 0].astype(np.int64)
     work = [(detections[np.isin(by_image, part)], part) for part in parts]
-    chunks = self._pool.map(_evaluate_chunk, work)
-    return summarize(self.gt, image_ids, chunks)
+    return self._pool.map(_evaluate_chunk, work)
+
+  def statistics(self) -> np.ndarray:
+    """This host's images evaluated: encode_records of their evalImgs."""
+    image_ids = sorted(self._seen)
+    areas = len(cocoeval.Params('bbox').areaRng)
+    detections = self.detections()
+    if not image_ids:
+      return encode_records([], [], areas, 0)
+    chunks = self._evaluated(detections, image_ids)
+    # One record list in (category, area, image) order over image_ids.
+    blocks = len(self.gt.getCatIds()) * areas
+    sizes = [len(c) // blocks for c in chunks]
+    records = [r for block in range(blocks)
+               for chunk, size in zip(chunks, sizes)
+               for r in chunk[block * size:(block + 1) * size]]
+    return encode_records(records, image_ids, areas, len(detections))
+
+  def result_from(self, parts: Sequence[np.ndarray]) -> dict[str, float]:
+    """result()'s values from every host's statistics.
+
+    Raises:
+      RuntimeError: if the hosts did not evaluate every image once.
+    """
+    seen, records, detections = [], {}, 0
+    for part in parts:
+      ids, count, host_records = decode_records(part)
+      seen += ids
+      detections += count
+      records.update(host_records)
+    image_ids = sorted(self.gt.getImgIds())
+    if sorted(seen) != image_ids:
+      raise RuntimeError(
+          f'The hosts evaluated {len(seen)} images ({len(set(seen))} '
+          f'different) of the {len(image_ids)} in {self.annotation_file}: '
+          'each must evaluate its own, every image once.')
+    areas = len(cocoeval.Params('bbox').areaRng)
+    joined = [records.get((k, a, image)) for k in
+              range(len(self.gt.getCatIds())) for a in range(areas)
+              for image in image_ids]
+    stats = summarize(self.gt, image_ids, [joined])
+    stats['images'] = float(len(image_ids))
+    stats['detections'] = float(detections)
+    return stats
 
   def close(self) -> None:
     """Stops the pool's processes."""

@@ -67,9 +67,9 @@ def test_perfect_detections_score_1_and_a_known_shift_scores_0_3(ssd_data):
   assert shifted['AP50'] == 1.0 and shifted['AP75'] == 0.0
 
 
-def test_pool_of_processes_equals_pycocotools_bit_for_bit(ssd_data):
-  path, data = annotations(ssd_data)
-  ids = [im['id'] for im in data['images']]
+def noisy_rows(data):
+  """Detections near the truth (some of the wrong class) and false
+  positives elsewhere: an AP between 0.1 and 0.9."""
   rng = np.random.default_rng(0)
   rows = ground_truth_rows(data)
   noisy = rows.copy()
@@ -80,7 +80,13 @@ def test_pool_of_processes_equals_pycocotools_bit_for_bit(ssd_data):
   extra = noisy.copy()  # False positives elsewhere.
   extra[:, 1:3] = rng.uniform(0, 100, (len(rows), 2))
   extra[:, 5] *= 0.5
-  rows = np.concatenate([noisy, extra])
+  return np.concatenate([noisy, extra])
+
+
+def test_pool_of_processes_equals_pycocotools_bit_for_bit(ssd_data):
+  path, data = annotations(ssd_data)
+  ids = [im['id'] for im in data['images']]
+  rows = noisy_rows(data)
   pooled = metric_of(path, data, processes=2)
   try:
     got = evaluate(pooled, rows, ids)
@@ -106,3 +112,36 @@ def test_every_image_must_come_once(ssd_data):
   with pytest.raises(RuntimeError, match=rf'1 of {len(ids)} images of .*'
                      r'were not evaluated'):
     metric.result()
+
+
+def test_hosts_records_give_the_one_host_map_bit_for_bit(ssd_data):
+  path, data = annotations(ssd_data)
+  ids = [im['id'] for im in data['images']]
+  rows = noisy_rows(data)
+  whole = metric_of(path, data, processes=0)
+  want = evaluate(whole, rows, ids)
+  assert 0.1 < want['AP'] < 0.9
+  # Three hosts with interleaved images (as replicas take batches), one
+  # evaluating its share in a pool of 2 processes.
+  rng = np.random.default_rng(1)
+  host_of = rng.integers(0, 3, len(ids))
+  hosts = [metric_of(path, data, processes=p) for p in (0, 2, 0)]
+  try:
+    for h, metric in enumerate(hosts):
+      mine = [i for i, host in zip(ids, host_of) if host == h]
+      for start in range(0, len(mine), 5):
+        metric.update(outputs_of(rows, mine[start:start + 5]))
+    parts = [m.statistics() for m in hosts]
+  finally:
+    hosts[1].close()
+  got = hosts[0].result_from(parts)
+  assert got == want  # Every statistic bit for bit, images and detections.
+  assert whole.result_from([whole.statistics()]) == want
+  # A host's images missing, or twice.
+  evaluated = len(ids) - int(np.sum(host_of == 2))
+  with pytest.raises(RuntimeError,
+                     match=rf'evaluated {evaluated} images .* of the '
+                     rf'{len(ids)}'):
+    hosts[0].result_from(parts[:2])
+  with pytest.raises(RuntimeError, match='every image once'):
+    hosts[0].result_from(parts + parts[2:])
