@@ -82,49 +82,110 @@ def evaluate_images(gt: coco_lib.COCO, detections: np.ndarray,
 def encode_records(records: Sequence, image_ids: Sequence[int],
                    num_areas: int, detections: int) -> np.ndarray:
   """evalImgs records (in COCOeval's category, area, image order over
-  `image_ids`) as one float64 array: how many images and detections, the
-  image ids, then for each record
-  that is not None its (category index, area index, image id, D, G, T) and
-  the arrays accumulate() reads (dtScores [D], dtMatches and dtIgnore
-  [T, D], gtIgnore [G])."""
+  `image_ids`) as one float64 array, as little as accumulate() needs: how
+  many images and detections, the image ids, then for each (category,
+  image) with a record (then there is one for every area: None means no
+  ground truth and no detection, whatever the area) its category index,
+  image index and D detections packed in one number, each area's count of
+  ground truth not ignored in another, the D scores (the same in every
+  area), and per detection, for each area and IoU threshold, two bits:
+  matched, ignored (accumulate() reads the matches and ignore flags only as
+  booleans, and the ground truth's ignore flags only as that count): 2
+  numbers a record and 3 a detection for COCO's 4 areas and 10 thresholds,
+  against 7 a detection for the detections themselves."""
   n = len(image_ids)
   out = [np.asarray([n, detections], np.float64),
          np.asarray(image_ids, np.float64)]
-  for i, record in enumerate(records):
-    if record is None:
-      continue
-    k, a = divmod(i // n, num_areas)
-    matches = np.asarray(record['dtMatches'], np.float64)
-    t, d = matches.shape if matches.ndim == 2 else (matches.shape[0], 0)
-    scores = np.asarray(record['dtScores'], np.float64).reshape(-1)
-    gt_ignore = np.asarray(record['gtIgnore'], np.float64).reshape(-1)
-    out += [np.asarray([k, a, record['image_id'], len(scores),
-                        len(gt_ignore), t], np.float64), scores,
-            matches.reshape(-1),
-            np.asarray(record['dtIgnore'], np.float64).reshape(-1),
-            gt_ignore]
+  by_block = [records[b * n:(b + 1) * n] for b in range(len(records) // n)]
+  for k in range(len(by_block) // num_areas):
+    areas = by_block[k * num_areas:(k + 1) * num_areas]
+    for i in range(n):
+      if areas[0][i] is None:
+        continue
+      per_area = [area[i] for area in areas]
+      scores = np.asarray(per_area[0]['dtScores'], np.float64).reshape(-1)
+      unignored = [np.count_nonzero(np.asarray(r['gtIgnore']) == 0)
+                   for r in per_area]
+      out += [np.asarray([_pack((k, i, len(scores)), _HEADER_BITS),
+                          _pack(unignored, _COUNT_BITS)], np.float64),
+              scores, _pack_bits(per_area, len(scores))]
   return np.concatenate(out)
 
 
-def decode_records(encoded: np.ndarray) -> tuple[list[int], int, dict]:
-  """encode_records' image ids, detection count and records by (category
-  index, area index, image id)."""
+# Bit widths of the values packed in one float64 (52 bits at most: exact).
+_HEADER_BITS = (12, 20, 20)  # Category index, image index, detections.
+_COUNT_BITS = (13, 13, 13, 13)  # Ground truth not ignored, per area.
+
+
+def _pack(values, widths) -> float:
+  if len(values) > len(widths):
+    raise ValueError(f'COCO records: {len(values)} values for '
+                     f'{len(widths)} fields.')
+  word, shift = 0, 0
+  for value, width in zip(values, widths):
+    if not 0 <= value < 1 << width:
+      raise ValueError(f'COCO records: {value} does not fit {width} bits '
+                       '(too many categories, images or detections a host).')
+    word |= int(value) << shift
+    shift += width
+  return float(word)
+
+
+def _unpack(word: float, widths) -> list[int]:
+  word, out = int(word), []
+  for width in widths:
+    out.append(word & ((1 << width) - 1))
+    word >>= width
+  return out
+
+
+def _pack_bits(per_area: Sequence[dict], d: int) -> np.ndarray:
+  """[d x words] float64 integers: for each area and threshold, matched and
+  ignored bits; 52 bits a word (exact in float64)."""
+  if not d:
+    return np.zeros([0])
+  flags = []
+  for record in per_area:
+    matched = np.asarray(record['dtMatches']).reshape(-1, d) != 0
+    ignored = np.asarray(record['dtIgnore']).reshape(-1, d) != 0
+    flags += [matched, ignored]
+  bits = np.concatenate(flags, axis=0).astype(np.int64)  # [2 x A x T, d]
+  per_word = 52
+  words = []
+  for w in range(0, len(bits), per_word):
+    chunk = bits[w:w + per_word]
+    words.append((chunk << np.arange(len(chunk))[:, None]).sum(axis=0))
+  return np.stack(words, axis=1).astype(np.float64).reshape(-1)
+
+
+def decode_records(encoded: np.ndarray, num_areas: int,
+                   num_thresholds: int) -> tuple[list[int], int, dict]:
+  """encode_records' image ids, detection count and the records
+  accumulate() reads, by (category index, area index, image id)."""
   n, detections = int(encoded[0]), int(encoded[1])
   image_ids = [int(i) for i in encoded[2:2 + n]]
+  flag_rows = 2 * num_areas * num_thresholds
+  words = -(-flag_rows // 52)
   records, at = {}, 2 + n
   while at < len(encoded):
-    k, a, image, d, g, t = (int(v) for v in encoded[at:at + 6])
-    at += 6
-    scores = encoded[at:at + d]
+    k, i, d = _unpack(encoded[at], _HEADER_BITS)
+    unignored = _unpack(encoded[at + 1], _COUNT_BITS)[:num_areas]
+    image = image_ids[i]
+    at += 2
+    scores = list(encoded[at:at + d])
     at += d
-    matches = encoded[at:at + t * d].reshape(t, d)
-    at += t * d
-    ignore = encoded[at:at + t * d].reshape(t, d)
-    at += t * d
-    records[k, a, image] = {'dtScores': list(scores), 'dtMatches': matches,
-                            'dtIgnore': ignore,
-                            'gtIgnore': encoded[at:at + g]}
-    at += g
+    packed = encoded[at:at + d * words].astype(np.int64).reshape(d, words)
+    at += d * words
+    bits = np.zeros([flag_rows, d], bool)
+    for w in range(words):
+      rows = range(w * 52, min((w + 1) * 52, flag_rows))
+      for r in rows:
+        bits[r] = (packed[:, w] >> (r - w * 52)) & 1
+    bits = bits.reshape(num_areas, 2, num_thresholds, d)
+    for a in range(num_areas):
+      records[k, a, image] = {
+          'dtScores': scores, 'dtMatches': bits[a, 0].astype(np.float64),
+          'dtIgnore': bits[a, 1], 'gtIgnore': np.zeros(unignored[a])}
   return image_ids, detections, records
 
 
@@ -284,8 +345,10 @@ class CocoMetric:
       RuntimeError: if the hosts did not evaluate every image once.
     """
     seen, records, detections = [], {}, 0
+    params = cocoeval.Params('bbox')
     for part in parts:
-      ids, count, host_records = decode_records(part)
+      ids, count, host_records = decode_records(
+          part, len(params.areaRng), len(params.iouThrs))
       seen += ids
       detections += count
       records.update(host_records)
