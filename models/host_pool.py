@@ -16,6 +16,7 @@ import atexit
 import concurrent.futures
 from concurrent.futures import process as futures_process
 import multiprocessing
+import threading
 from typing import Callable, Sequence
 
 
@@ -44,8 +45,8 @@ class HostPool:
       self._executor = concurrent.futures.ProcessPoolExecutor(
           self.processes, mp_context=multiprocessing.get_context('spawn'),
           initializer=self._initializer, initargs=self._initargs)
-      if not self._registered:  # Before the interpreter's own teardown.
-        atexit.register(self.close)
+      if not self._registered:
+        _at_exit(self.close)
         self._registered = True
     try:
       return list(self._executor.map(fn, work))
@@ -73,6 +74,19 @@ class HostPool:
 
   def __del__(self):
     self.close()
+
+
+def _at_exit(fn) -> None:
+  """Runs fn at interpreter exit before concurrent.futures joins its
+  executors' threads, which wait for every busy worker: a metric that hangs
+  would hang the exit. threading's exit hooks run newest first, so one
+  registered after concurrent.futures' own runs before it (private, there
+  since Python 3.9; plain atexit, after it, otherwise)."""
+  register = getattr(threading, '_register_atexit', None)
+  if register is None:
+    atexit.register(fn)
+  else:
+    register(fn)
 
 
 def _processes(executor) -> list:

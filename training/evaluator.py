@@ -17,10 +17,11 @@ background thread while training goes on, and `results()` returns an
 evaluation at the first loop end after its metric is done; every worker
 learns that at the same loop end (a collective), so they stop together.
 
-A per-host metric (training.task.PerHostMetric: BLEU) is fed on every
-worker with that worker's own replicas' outputs (the eval loop built with
-`local_outputs`); each worker computes its statistics, only those are
-summed over the workers, and every worker scores the sum.
+A per-host metric (training.task.PerHostMetric: BLEU, COCO mAP) is fed on
+every worker with that worker's own replicas' outputs (the eval loop built
+with `local_outputs`); each worker reduces them to statistics, only those
+are gathered to every worker (`gather_by_sum`), and every worker scores
+them.
 """
 
 import collections
@@ -150,7 +151,8 @@ class Evaluator:
     self.make_iterator, self.steps, self.task = make_iterator, steps, task
     self.chief, self.expected_count = chief, expected_count
     self.steps_per_loop = steps_per_loop or steps
-    self.host_metric = host_metric or task.host_metric()
+    self.host_metric = (host_metric if host_metric is not None
+                        else task.host_metric())
     self.per_host = per_host and task_lib.is_per_host(self.host_metric)
     self._worker_sum = worker_sum if self.host_metric is not None else None
     self._workers = None  # Counted at the first per-host result.

@@ -7,12 +7,15 @@ module (no TensorFlow) to find them.
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from models import host_pool
+from tests import helpers
 
 
 def square(x):
@@ -88,3 +91,33 @@ def test_close_stops_a_pool_whose_work_hangs(tmp_path):
   assert isinstance(outcome['error'], host_pool.HostPoolError)
   with pytest.raises(ProcessLookupError):
     os.kill(worker, 0)  # Gone (and reaped: not a zombie).
+
+
+EXIT_SCRIPT = '''
+import os, sys, threading, time
+from models import host_pool
+from tests.models import test_host_pool
+
+if __name__ == '__main__':
+  pool = host_pool.HostPool(1)
+  threading.Thread(target=pool.map, daemon=True, args=(
+      test_host_pool.write_pid_then_sleep, [sys.argv[1]])).start()
+  while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+  # Exit with the metric still working (the evaluator's thread is a daemon).
+'''
+
+
+@pytest.mark.slow
+def test_exit_does_not_wait_for_a_hung_metric_process(tmp_path):
+  # concurrent.futures joins busy workers at exit: without the pool's own
+  # exit hook this process waits out the 600 s of work.
+  pid_file = str(tmp_path / 'worker')
+  done = subprocess.run([sys.executable, '-c', EXIT_SCRIPT, pid_file],
+                        cwd=helpers.ROOT, timeout=120, capture_output=True,
+                        text=True, env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+  assert done.returncode == 0, done.stderr[-2000:]
+  with open(pid_file) as f:
+    worker = int(f.read())
+  with pytest.raises(ProcessLookupError):
+    os.kill(worker, 0)
