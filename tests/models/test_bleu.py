@@ -126,12 +126,17 @@ class _Vocab:
     return ''.join(chr(i) for i in ids if i > 1)
 
 
+def as_ids(texts):
+  """_Vocab's ids of texts, EOS-terminated, zero-padded to one width."""
+  encoded = [[ord(c) for c in text] + [1] for text in texts]
+  width = max(len(e) for e in encoded)
+  return np.array([e + [0] * (width - len(e)) for e in encoded])
+
+
 def test_metric_scores_each_pair_once_in_index_order():
   refs = ['eins zwei drei', 'vier fünf', 'sechs sieben acht neun']
   metric = bleu.BleuMetric(vocab=_Vocab(), references=refs)
-  encoded = [[ord(c) for c in text] + [1] for text in refs]
-  width = max(len(e) for e in encoded)
-  ids = np.array([e + [0] * (width - len(e)) for e in encoded])
+  ids = as_ids(refs)
   metric.update({'ids': ids[[2, 0]], 'index': np.array([2, 0])})
   with pytest.raises(RuntimeError, match='1 of 3 eval pairs were not'):
     metric.result()
@@ -151,9 +156,7 @@ def test_a_pool_of_processes_gives_the_one_process_bleu_bit_for_bit(
     german_references):
   refs = german_references[:900]
   hyps = perturbed(refs, 5)
-  encoded = [[ord(c) for c in text] + [1] for text in hyps]
-  width = max(len(e) for e in encoded)
-  ids = np.array([e + [0] * (width - len(e)) for e in encoded])
+  ids = as_ids(hyps)
   metric = bleu.BleuMetric(vocab=_Vocab(), references=refs, processes=3)
   try:
     metric.update({'ids': ids, 'index': np.arange(len(refs))})
@@ -179,10 +182,7 @@ def test_a_pool_of_processes_gives_the_one_process_bleu_bit_for_bit(
 def test_hosts_sum_statistics_to_the_one_host_bleu_bit_for_bit(
     german_references):
   refs = german_references[:300]
-  hyps = perturbed(refs, 7)
-  encoded = [[ord(c) for c in text] + [1] for text in hyps]
-  width = max(len(e) for e in encoded)
-  ids = np.array([e + [0] * (width - len(e)) for e in encoded])
+  ids = as_ids(perturbed(refs, 7))
   rng = np.random.default_rng(0)
   host_of = rng.integers(0, 3, len(refs))  # Interleaved, as replicas are.
 
