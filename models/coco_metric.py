@@ -12,11 +12,10 @@ records in the same order as one process makes, so the same AP bit for bit
 (tests/models/test_coco_metric.py). Google ran it in 4 host processes.
 
 Across hosts (training.task.PerHostMetric) each host evaluates its own
-images the same way and sends their per-image records (the four arrays
-`accumulate()` reads: detection scores, matches, ignore flags and the
-ground truth's ignore flags) and image ids; every worker puts the records
-back in one process's (category, area, image) order and accumulates: the
-same AP bit for bit again.
+images the same way and sends their per-image records, packed to what
+`accumulate()` reads of them (`encode_records`), and image ids; every
+worker puts the records back in one process's (category, area, image)
+order and accumulates: the same AP bit for bit again.
 
 Imports no TensorFlow: the pool's processes start fresh (spawn) and import
 this module alone.
@@ -96,6 +95,8 @@ def encode_records(records: Sequence, image_ids: Sequence[int],
   n = len(image_ids)
   out = [np.asarray([n, detections], np.float64),
          np.asarray(image_ids, np.float64)]
+  if not n:  # A host with no eval image.
+    return np.concatenate(out)
   by_block = [records[b * n:(b + 1) * n] for b in range(len(records) // n)]
   for k in range(len(by_block) // num_areas):
     areas = by_block[k * num_areas:(k + 1) * num_areas]

@@ -148,3 +148,6 @@ def test_hosts_records_give_the_one_host_map_bit_for_bit(ssd_data):
     hosts[0].result_from(parts[:2])
   with pytest.raises(RuntimeError, match='every image once'):
     hosts[0].result_from(parts + parts[2:])
+  # A host with no eval image (more hosts than images) sends its empty share.
+  idle = metric_of(path, data, processes=0)
+  assert hosts[0].result_from(parts + [idle.statistics()]) == want
