@@ -200,6 +200,15 @@ def _evaluate_chunk(args) -> list:
   return evaluate_images(_WORKER_GT, detections, image_ids)
 
 
+def join_chunks(chunks: Sequence[list], blocks: int) -> list:
+  """evalImgs chunks of contiguous image id runs, each in (category, area,
+  image) order, as one list in that order over all their images."""
+  sizes = [len(c) // blocks for c in chunks]
+  return [r for block in range(blocks)
+          for chunk, size in zip(chunks, sizes)
+          for r in chunk[block * size:(block + 1) * size]]
+
+
 def summarize(gt: coco_lib.COCO, image_ids: Sequence[int],
               chunks: Sequence[list]) -> dict[str, float]:
   """accumulate() and summarize() over evalImgs chunks of contiguous image
@@ -209,14 +218,7 @@ def summarize(gt: coco_lib.COCO, image_ids: Sequence[int],
   params = ev.params
   params.maxDets = sorted(params.maxDets)
   ev._paramsEval = copy.deepcopy(params)  # pylint: disable=protected-access
-  sizes = [len(c) // (len(params.catIds) * len(params.areaRng))
-           for c in chunks]
-  joined = []
-  blocks = len(params.catIds) * len(params.areaRng)
-  for block in range(blocks):
-    for chunk, size in zip(chunks, sizes):
-      joined.extend(chunk[block * size:(block + 1) * size])
-  ev.evalImgs = joined
+  ev.evalImgs = join_chunks(chunks, len(params.catIds) * len(params.areaRng))
   with contextlib.redirect_stdout(io.StringIO()):
     ev.accumulate()
     ev.summarize()
@@ -330,13 +332,8 @@ class CocoMetric:
     detections = self.detections()
     if not image_ids:
       return encode_records([], [], areas, 0)
-    chunks = self._evaluated(detections, image_ids)
-    # One record list in (category, area, image) order over image_ids.
-    blocks = len(self.gt.getCatIds()) * areas
-    sizes = [len(c) // blocks for c in chunks]
-    records = [r for block in range(blocks)
-               for chunk, size in zip(chunks, sizes)
-               for r in chunk[block * size:(block + 1) * size]]
+    records = join_chunks(self._evaluated(detections, image_ids),
+                          len(self.gt.getCatIds()) * areas)
     return encode_records(records, image_ids, areas, len(detections))
 
   def result_from(self, parts: Sequence[np.ndarray]) -> dict[str, float]:
