@@ -1,4 +1,4 @@
-"""Beam search and greedy decoding on the device, with fixed shapes.
+"""Beam search and greedy decoding on the device.
 
 The MLPerf reference Transformer's beam search (tensor2tensor's, used by the
 reference's `beam_search.py`): beam K keeps K alive and K finished
@@ -12,76 +12,124 @@ one (its best possible score is its log probability over the length
 penalty of `max_length`), or after `max_length` steps. The answer is the
 best finished hypothesis, or the best alive one if none finished.
 
-Everything is a tf.while_loop over tensors of fixed shape ([batch, K,
-max_length + 1] sequences, the model's cache reordered by gathers), so it
-runs inside the eval step under any strategy and compiles for TPU.
+The step function reads two nests of per-hypothesis tensors [batch * K,
+...], the beams of a sentence adjacent: `state`, which it returns changed
+and which the search reorders when hypotheses change parents (the
+self-attention cache), and `source`, which no step changes and which is the
+same for every hypothesis of a sentence (the source's keys and values), so
+it is never reordered.
+
+Two forms of one search, with the same answers:
+- fixed shapes (`dynamic=False`): one tf.while_loop over [batch, K,
+  max_length + 1] sequences and a state of constant shape; every sentence
+  is computed until the batch's last one stops. This compiles for TPUs and
+  runs in a DTensor mesh.
+- dynamic (`dynamic=True`; CPUs and GPUs): a sentence leaves the loop as
+  soon as its own stop test holds, so a step costs what the sentences still
+  searching cost, and the state may grow (`state_invariants`: a cache of
+  the positions decoded so far). Leaving early changes no answer: after a
+  sentence's test holds, every candidate it could still make scores below
+  its worst finished hypothesis (an alive log probability only falls, and
+  the bound divides it by the largest penalty), so its best finished one
+  stays the best.
+`needs_fixed_shapes()` tells which a trace is for.
 """
 
 from typing import Callable
 
 import tensorflow as tf
+from tensorflow.experimental import dtensor
 
 INF = 1e7  # The reference's stand-in for infinity.
+
+
+def needs_fixed_shapes() -> bool:
+  """Whether the decoder being traced must keep fixed shapes: on a TPU (XLA
+  compiles the loop once) or in a DTensor mesh program (never tried with a
+  loop whose shapes change)."""
+  return bool(dtensor.get_default_mesh() is not None or
+              tf.config.list_logical_devices('TPU'))
 
 
 def _length_penalty(length, alpha: float):
   return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def _gather_beams(nested, beam_indices, batch: int, beams: int):
+def _rest_of_shape(t):
+  """t's shape after the first axis: each size static where known, else a
+  scalar tensor."""
+  return [size if size is not None else tf.shape(t)[axis]
+          for axis, size in enumerate(t.shape[1:], start=1)]
+
+
+def _gather_beams(nested, beam_indices, batch, beams: int):
   """Picks beams [batch, new] from tensors [batch * beams, ...] (or
   [batch, beams, ...] when `beams` is 0: already split)."""
   def pick(t):
-    shaped = tf.reshape(t, [batch, beams, *t.shape[1:]]) if beams else t
+    rest = _rest_of_shape(t) if beams else None
+    shaped = tf.reshape(t, [batch, beams, *rest]) if beams else t
     out = tf.gather(shaped, beam_indices, batch_dims=1)
-    return tf.reshape(out, [-1, *out.shape[2:]]) if beams else out
+    return tf.reshape(out, [batch * beams, *rest]) if beams else out
   return tf.nest.map_structure(pick, nested)
 
 
-def beam_search(step_fn: Callable, state, *, batch: int, beam_size: int,
-                max_length: int, vocab_size: int, alpha: float = 0.6,
-                eos_id: int = 1, start_id: int = 0):
-  """Decodes `batch` sentences.
+def _any_first_axis(shapes):
+  """The same shapes with the first axis (sentences or hypotheses) free."""
+  return tf.nest.map_structure(
+      lambda s: tf.TensorShape([None, *s[1:]]), shapes)
 
-  Args:
-    step_fn: (ids [batch * beam_size], step, state) -> (logits [batch *
-      beam_size, vocab_size], new state); state tensors have batch *
-      beam_size first, beams of a sentence adjacent.
-    state: the initial state, already repeated for the beams.
-    batch: sentences.
-    beam_size: K.
-    max_length: decoding steps at most.
-    vocab_size: logits' width.
-    alpha: length penalty exponent (MLPerf: 0.6).
-    eos_id, start_id: the end id and the first decoder input.
 
-  Returns:
-    (ids [batch, max_length] int32 with EOS and zeros after it, the best
-    hypotheses' scores [batch]).
-  """
-  k = beam_size
-  seq = tf.fill([batch, k, max_length + 1], start_id)
-  alive_log_probs = tf.tile(
-      tf.constant([[0.0] + [-INF] * (k - 1)]), [batch, 1])
-  finished_seq = tf.zeros_like(seq)
-  finished_scores = tf.fill([batch, k], -INF)
-  finished_flags = tf.zeros([batch, k], tf.bool)
-  max_penalty = _length_penalty(max_length, alpha)
+def _shapes(nested):
+  return tf.nest.map_structure(lambda t: t.shape, nested)
 
-  def keep_going(i, alive_seq, alive_log_probs, finished_seq,
-                 finished_scores, finished_flags, state):
-    del alive_seq, finished_seq, state
+
+def _keep(nested, rows):
+  """The entries of the rows where `rows` is True (first axis)."""
+  return tf.nest.map_structure(lambda t: tf.boolean_mask(t, rows), nested)
+
+
+class _Search:
+  """The per-sentence tensors of a beam search: [sentences, K, ...]."""
+
+  FIELDS = ('alive_seq', 'alive_log_probs', 'finished_seq',
+            'finished_scores', 'finished_flags')
+
+  @staticmethod
+  def start(batch, k: int, max_length: int, start_id: int):
+    seq = tf.fill([batch, k, max_length + 1], start_id)
+    return (seq, tf.tile(tf.constant([[0.0] + [-INF] * (k - 1)]), [batch, 1]),
+            tf.zeros_like(seq), tf.fill([batch, k], -INF),
+            tf.zeros([batch, k], tf.bool))
+
+  @staticmethod
+  def stopped(search, max_penalty):
+    """[sentences] bool: no alive hypothesis can beat the worst finished."""
+    _, alive_log_probs, _, finished_scores, finished_flags = search
     best_alive = alive_log_probs[:, 0] / max_penalty
     flags = tf.cast(finished_flags, tf.float32)
     lowest_finished = tf.reduce_min(finished_scores * flags, axis=1)
     lowest_finished += (1.0 - tf.reduce_max(flags, axis=1)) * -INF
-    done = tf.reduce_all(lowest_finished > best_alive)
-    return tf.logical_and(i < max_length, tf.logical_not(done))
+    return lowest_finished > best_alive
 
-  def body(i, alive_seq, alive_log_probs, finished_seq, finished_scores,
-           finished_flags, state):
-    ids = tf.reshape(alive_seq[:, :, i], [-1])
-    logits, state = step_fn(ids, i, state)
+  @staticmethod
+  def answers(search):
+    """(ids [sentences, max_length], scores [sentences]): the best finished
+    hypothesis, or the best alive one where none finished."""
+    alive_seq, alive_log_probs, finished_seq, finished_scores, flags = search
+    any_finished = tf.reduce_any(flags, axis=1)
+    best_seq = tf.where(any_finished[:, None], finished_seq[:, 0],
+                        alive_seq[:, 0])
+    best_scores = tf.where(any_finished, finished_scores[:, 0],
+                           alive_log_probs[:, 0])
+    return best_seq[:, 1:], best_scores
+
+  @staticmethod
+  def extend(i, search, logits, *, batch, k: int, max_length: int,
+             vocab_size: int, alpha: float, eos_id: int):
+    """Step i given the alive hypotheses' next-token logits [batch * k,
+    vocab]: (the new search, each new alive hypothesis's parent beam)."""
+    alive_seq, alive_log_probs, finished_seq, finished_scores, \
+        finished_flags = search
     log_probs = tf.nn.log_softmax(tf.reshape(logits, [batch, k, vocab_size]))
     log_probs += alive_log_probs[:, :, None]
     top_log_probs, top_flat = tf.math.top_k(
@@ -97,8 +145,7 @@ def beam_search(step_fn: Callable, state, *, batch: int, beam_size: int,
     _, keep = tf.math.top_k(alive_scores, k=k)
     alive_seq = _gather_beams(top_seq, keep, batch, 0)
     alive_log_probs = _gather_beams(alive_scores, keep, batch, 0)
-    state = _gather_beams(state, _gather_beams(top_beams, keep, batch, 0),
-                          batch, k)
+    parents = _gather_beams(top_beams, keep, batch, 0)
 
     # Finished: the K best of the finished so far and those that just ended.
     scores = top_log_probs / _length_penalty(i + 1, alpha)
@@ -107,49 +154,166 @@ def beam_search(step_fn: Callable, state, *, batch: int, beam_size: int,
     all_scores = tf.concat([finished_scores, scores], axis=1)
     all_flags = tf.concat([finished_flags, ended], axis=1)
     _, best = tf.math.top_k(all_scores, k=k)
-    finished_seq = _gather_beams(all_seq, best, batch, 0)
-    finished_scores = _gather_beams(all_scores, best, batch, 0)
-    finished_flags = _gather_beams(all_flags, best, batch, 0)
-    return (i + 1, alive_seq, alive_log_probs, finished_seq, finished_scores,
-            finished_flags, state)
-
-  loop_vars = (tf.constant(0), seq, alive_log_probs, finished_seq,
-               finished_scores, finished_flags, state)
-  (_, alive_seq, alive_log_probs, finished_seq, finished_scores,
-   finished_flags, _) = tf.while_loop(
-       keep_going, body, loop_vars, maximum_iterations=max_length)
-  any_finished = tf.reduce_any(finished_flags, axis=1)
-  best_seq = tf.where(any_finished[:, None], finished_seq[:, 0],
-                      alive_seq[:, 0])
-  best_scores = tf.where(any_finished, finished_scores[:, 0],
-                         alive_log_probs[:, 0])
-  return best_seq[:, 1:], best_scores
+    return (alive_seq, alive_log_probs,
+            *_gather_beams((all_seq, all_scores, all_flags), best, batch, 0)
+            ), parents
 
 
-def greedy(step_fn: Callable, state, *, batch: int, max_length: int,
-           eos_id: int = 1, start_id: int = 0):
-  """The most likely token each step until every sentence has ended.
+def beam_search(step_fn: Callable, state, *, batch, beam_size: int,
+                max_length: int, vocab_size: int, alpha: float = 0.6,
+                eos_id: int = 1, start_id: int = 0, source=(),
+                dynamic: bool = False, state_invariants=None):
+  """Decodes `batch` sentences.
+
+  Args:
+    step_fn: (ids [n], step, state, source) -> (logits [n, vocab_size], new
+      state), n = sentences searching x beam_size.
+    state: the initial state, already repeated for the beams.
+    batch: sentences (an int, or a scalar tensor when serving).
+    beam_size: K.
+    max_length: decoding steps at most.
+    vocab_size: logits' width.
+    alpha: length penalty exponent (MLPerf: 0.6).
+    eos_id, start_id: the end id and the first decoder input.
+    source: what the steps read and never change, repeated for the beams.
+    dynamic: sentences leave the loop when their search stops (CPUs, GPUs);
+      False: fixed shapes (TPUs, DTensor).
+    state_invariants: the state's shapes as tf.while_loop may see them
+      change (None on a growing axis); None: the state keeps its shapes.
+
+  Returns:
+    (ids [batch, max_length] int32 with EOS and zeros after it, the best
+    hypotheses' scores [batch]).
+  """
+  k = beam_size
+  max_penalty = _length_penalty(max_length, alpha)
+  extend = dict(k=k, max_length=max_length, vocab_size=vocab_size,
+                alpha=alpha, eos_id=eos_id)
+
+  def step(i, search, state, source, sentences):
+    ids = tf.reshape(search[0][:, :, i], [-1])
+    logits, state = step_fn(ids, i, state, source)
+    search, parents = _Search.extend(i, search, logits, batch=sentences,
+                                     **extend)
+    return search, _gather_beams(state, parents, sentences, k)
+
+  search = _Search.start(batch, k, max_length, start_id)
+  state_shapes = _shapes(state) if state_invariants is None else \
+      state_invariants
+  if not dynamic:
+    def keep_going(i, search, state):
+      del state
+      return tf.logical_and(
+          i < max_length,
+          tf.logical_not(tf.reduce_all(_Search.stopped(search, max_penalty))))
+
+    def body(i, search, state):
+      return (i + 1, *step(i, search, state, source, batch))
+
+    loop_vars = (tf.constant(0), search, state)
+    _, search, _ = tf.while_loop(
+        keep_going, body, loop_vars, maximum_iterations=max_length,
+        shape_invariants=(tf.TensorShape([]), _shapes(search), state_shapes))
+    return _Search.answers(search)
+
+  def searching(i, rows, search, state, source, ids, scores):
+    del i, search, state, source, ids, scores
+    return tf.size(rows) > 0
+
+  def dynamic_body(i, rows, search, state, source, ids, scores):
+    search, state = step(i, search, state, source, tf.size(rows))
+    done = tf.logical_or(_Search.stopped(search, max_penalty),
+                         i + 1 >= max_length)
+    done_ids, done_scores = _Search.answers(_keep(search, done))
+    where = tf.boolean_mask(rows, done)[:, None]
+    ids = tf.tensor_scatter_nd_update(ids, where, done_ids)
+    scores = tf.tensor_scatter_nd_update(scores, where, done_scores)
+    searching_rows = tf.logical_not(done)
+    # Not tf.repeat: its output shape, computed from the input's, came out
+    # as the first iteration's inside this loop (TF 2.21).
+    searching_hyps = tf.reshape(tf.tile(searching_rows[:, None], [1, k]), [-1])
+    rows, search, state, source = tf.cond(
+        tf.reduce_any(done),
+        lambda: (_keep(rows, searching_rows), _keep(search, searching_rows),
+                 _keep(state, searching_hyps), _keep(source, searching_hyps)),
+        lambda: (rows, search, state, source))
+    return i + 1, rows, search, state, source, ids, scores
+
+  loop_vars = (tf.constant(0), tf.range(batch), search, state, source,
+               tf.zeros([batch, max_length], tf.int32), tf.zeros([batch]))
+  invariants = (tf.TensorShape([]), tf.TensorShape([None]),
+                _any_first_axis(_shapes(search)),
+                _any_first_axis(state_shapes),
+                _any_first_axis(_shapes(source)),
+                loop_vars[5].shape, loop_vars[6].shape)
+  *_, ids, scores = tf.while_loop(
+      searching, dynamic_body, loop_vars, maximum_iterations=max_length,
+      shape_invariants=invariants)
+  return ids, scores
+
+
+def greedy(step_fn: Callable, state, *, batch, max_length: int,
+           eos_id: int = 1, start_id: int = 0, source=(),
+           dynamic: bool = False, state_invariants=None):
+  """The most likely token each step until every sentence has ended
+  (arguments as beam_search's; `dynamic`: an ended sentence leaves the
+  loop).
 
   Returns:
     ids [batch, max_length] int32 with EOS and zeros after it.
   """
-  def keep_going(i, ids, done, state):
-    del ids, state
-    return tf.logical_and(i < max_length,
-                          tf.logical_not(tf.reduce_all(done)))
+  state_shapes = _shapes(state) if state_invariants is None else \
+      state_invariants
 
-  def body(i, ids, done, state):
-    last = ids[:, i]
-    logits, state = step_fn(last, i, state)
+  def step(i, ids, done, state, source):
+    logits, state = step_fn(ids[:, i], i, state, source)
     token = tf.argmax(logits, axis=-1, output_type=tf.int32)
     token = tf.where(done, 0, token)
     ids += token[:, None] * tf.one_hot(i + 1, max_length + 1,
                                        dtype=tf.int32)[None, :]
-    return i + 1, ids, tf.logical_or(done, tf.equal(token, eos_id)), state
+    return ids, tf.logical_or(done, tf.equal(token, eos_id)), state
 
   ids = tf.fill([batch, max_length + 1], start_id)
-  _, ids, _, _ = tf.while_loop(
-      keep_going, body,
-      (tf.constant(0), ids, tf.zeros([batch], tf.bool), state),
-      maximum_iterations=max_length)
-  return ids[:, 1:]
+  done = tf.zeros([batch], tf.bool)
+  if not dynamic:
+    def keep_going(i, ids, done, state):
+      del ids, state
+      return tf.logical_and(i < max_length,
+                            tf.logical_not(tf.reduce_all(done)))
+
+    def body(i, ids, done, state):
+      return (i + 1, *step(i, ids, done, state, source))
+
+    _, ids, _, _ = tf.while_loop(
+        keep_going, body, (tf.constant(0), ids, done, state),
+        maximum_iterations=max_length,
+        shape_invariants=(tf.TensorShape([]), ids.shape, done.shape,
+                          state_shapes))
+    return ids[:, 1:]
+
+  def searching(i, rows, ids, done, state, source, out):
+    del i, ids, done, state, source, out
+    return tf.size(rows) > 0
+
+  def dynamic_body(i, rows, ids, done, state, source, out):
+    ids, done, state = step(i, ids, done, state, source)
+    done = tf.logical_or(done, i + 1 >= max_length)
+    out = tf.tensor_scatter_nd_update(out, tf.boolean_mask(rows, done)[:, None],
+                                      tf.boolean_mask(ids[:, 1:], done))
+    going = tf.logical_not(done)
+    rows, ids, done, state, source = tf.cond(
+        tf.reduce_any(done),
+        lambda: _keep((rows, ids, done, state, source), going),
+        lambda: (rows, ids, done, state, source))
+    return i + 1, rows, ids, done, state, source, out
+
+  loop_vars = (tf.constant(0), tf.range(batch), ids, done, state, source,
+               tf.zeros([batch, max_length], tf.int32))
+  invariants = (tf.TensorShape([]), tf.TensorShape([None]),
+                *_any_first_axis((ids.shape, done.shape, state_shapes,
+                                  _shapes(source))),
+                loop_vars[6].shape)
+  *_, out = tf.while_loop(searching, dynamic_body, loop_vars,
+                          maximum_iterations=max_length,
+                          shape_invariants=invariants)
+  return out

@@ -284,11 +284,18 @@ class Transformer(tf.Module):
 
   # -- Incremental decoding -----------------------------------------------------
 
-  def start_decoding(self, inputs, max_length: int):
-    """The state `decode_step` starts from, for unpacked sources [b, s].
+  def start_decoding(self, inputs, max_length: int = 0):
+    """(source, cache) that `decode_step` starts from, for unpacked sources
+    [b, s].
 
-    Holds the source's cross-attention keys and values and each layer's
-    self-attention cache (zeros, `max_length` positions).
+    `source`: what every step reads and none changes (each layer's
+    cross-attention keys and values, the source's padding bias), the same
+    for every hypothesis of a sentence, so a beam search need not reorder
+    it. `cache`: each layer's self-attention keys and values, [b, heads,
+    positions, d / heads]: `max_length` zero positions written one a step
+    (a fixed shape, as TPUs compile), or with `max_length` 0 none yet, one
+    appended a step (`decode_step(growing=True)`; a step's cost follows the
+    positions decoded so far; shape invariants: `growing_cache_shapes`).
     """
     segments = tf.cast(inputs > 0, tf.int32)
     positions = tf.broadcast_to(tf.range(tf.shape(inputs)[1]),
@@ -297,40 +304,57 @@ class Transformer(tf.Module):
     w = self._weights()
     b = tf.shape(inputs)[0]
     heads, dh = self.num_heads, self.model_dim // self.num_heads
-    state = {'source_bias': tf.where(segments > 0, 0.0, _MASKED)[:, None, None]}
+    source = {'source_bias': tf.where(segments > 0, 0.0, _MASKED)[:, None,
+                                                                    None]}
+    cache = {}
     for i in range(self.num_layers):
       p = f'decoder/layer_{i}'
       k, v = self._keys_values(w, f'{p}/cross_attention', encoded)
-      state[f'{p}/cross_k'], state[f'{p}/cross_v'] = k, v
+      source[f'{p}/cross_k'], source[f'{p}/cross_v'] = k, v
       zeros = tf.zeros([b, heads, max_length, dh], self.dtype)
-      state[f'{p}/self_k'], state[f'{p}/self_v'] = zeros, zeros
-    return state
+      cache[f'{p}/self_k'], cache[f'{p}/self_v'] = zeros, zeros
+    return source, cache
 
-  def decode_step(self, ids, step, state):
+  @staticmethod
+  def growing_cache_shapes(cache):
+    """The shapes a growing cache takes in a decoding loop: any number of
+    positions (tf.while_loop's shape_invariants)."""
+    return tf.nest.map_structure(
+        lambda t: tf.TensorShape([t.shape[0], t.shape[1], None, t.shape[3]]),
+        cache)
+
+  def decode_step(self, ids, step, cache, source, *, growing: bool = False):
     """Logits [n, vocab] (float32) for the next token after `ids` [n] at
-    position `step`, and the state with this position cached."""
+    position `step`, and the cache with this position in it (written at
+    `step`, or `growing`: appended)."""
     w = self._weights()
     x = self._embed(w, ids[:, None], tf.reshape(step, [1, 1]), False)
-    state = dict(state)
-    max_length = state['decoder/layer_0/self_k'].shape[2]
-    here = tf.one_hot(step, max_length, dtype=self.dtype)[None, None, :, None]
-    self_bias = tf.where(tf.range(max_length) <= step, 0.0, _MASKED)
+    cache = dict(cache)
+    if growing:
+      self_bias = tf.zeros([1])  # Every cached position is at or before step.
+    else:
+      max_length = cache['decoder/layer_0/self_k'].shape[2]
+      here = tf.one_hot(step, max_length, dtype=self.dtype)[None, None, :,
+                                                             None]
+      self_bias = tf.where(tf.range(max_length) <= step, 0.0, _MASKED)
     for i in range(self.num_layers):
       p = f'decoder/layer_{i}'
       a = f'{p}/self_attention'
       y = layer_norm(x, w[f'{a}/LayerNorm/gamma'], w[f'{a}/LayerNorm/beta'])
       k, v = self._keys_values(w, a, y)
-      state[f'{p}/self_k'] = state[f'{p}/self_k'] + here * k
-      state[f'{p}/self_v'] = state[f'{p}/self_v'] + here * v
-      x += self._attend(w, a, self._query(w, a, y), state[f'{p}/self_k'],
-                        state[f'{p}/self_v'], self_bias, False)
+      for name, new in (('self_k', k), ('self_v', v)):
+        old = cache[f'{p}/{name}']
+        cache[f'{p}/{name}'] = (tf.concat([old, new], axis=2) if growing
+                                else old + here * new)
+      x += self._attend(w, a, self._query(w, a, y), cache[f'{p}/self_k'],
+                        cache[f'{p}/self_v'], self_bias, False)
       c = f'{p}/cross_attention'
       y = layer_norm(x, w[f'{c}/LayerNorm/gamma'], w[f'{c}/LayerNorm/beta'])
-      x += self._attend(w, c, self._query(w, c, y), state[f'{p}/cross_k'],
-                        state[f'{p}/cross_v'], state['source_bias'], False)
+      x += self._attend(w, c, self._query(w, c, y), source[f'{p}/cross_k'],
+                        source[f'{p}/cross_v'], source['source_bias'], False)
       x = self._feed_forward(w, p, x, False)
     x = layer_norm(x, w['decoder/LayerNorm/gamma'], w['decoder/LayerNorm/beta'])
-    return self.logits(w, x[:, 0]), state
+    return self.logits(w, x[:, 0]), cache
 
   def forward_flops(self, source_length: int, target_length: int) -> int:
     """Matmul FLOPs (2 per multiply-add) of one packed row's forward pass."""

@@ -14,6 +14,7 @@ beam_search.py, on the device inside the eval step) of every eval pair,
 gathered from every replica and host and scored on the chief.
 """
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -62,7 +63,7 @@ class TransformerTask:
                label_smoothing: float = 0.1, token_mean: str = 'replica',
                decoder: str = 'beam', beam_size: int = 4,
                length_penalty: float = 0.6, extra_decode_length: int = 50,
-               metric_processes: int = 0):
+               decode_shapes: str = 'auto', metric_processes: int = 0):
     """Args:
       model: builds the Transformer (gin: `@models.transformer.Transformer`,
         no call); its vocab_size comes from the data.
@@ -79,6 +80,14 @@ class TransformerTask:
       extra_decode_length: decoding may run this many steps past the eval
         sources' padded length (the reference's max decode length: input
         length + 50).
+      decode_shapes: 'fixed' (every sentence of a batch decoded until the
+        last one stops, each step attending to and reordering a cache of
+        source length + extra_decode_length positions: one shape, as TPUs
+        compile), 'dynamic' (a sentence leaves the batch when its search
+        stops, and the cache holds the positions decoded so far: the cost
+        follows the real lengths; the same translations; models/
+        beam_search.py), or 'auto' ('fixed' on a TPU or a DTensor mesh, else
+        'dynamic').
       metric_processes: count BLEU's statistics in this many host
         processes (models/bleu.py; 0: in the metric's host thread).
     """
@@ -88,12 +97,16 @@ class TransformerTask:
     if decoder not in ('beam', 'greedy'):
       raise ValueError(f"`decoder` must be 'beam' or 'greedy', got "
                        f'{decoder!r}.')
+    if decode_shapes not in ('auto', 'fixed', 'dynamic'):
+      raise ValueError("`decode_shapes` must be 'auto', 'fixed' or "
+                       f"'dynamic', got {decode_shapes!r}.")
     self._build_model, self.data = model, data
     self.target_quality = target_bleu
     self.label_smoothing, self.token_mean = label_smoothing, token_mean
     self.decoder, self.beam_size = decoder, beam_size
     self.length_penalty = length_penalty
     self.extra_decode_length = extra_decode_length
+    self.decode_shapes = decode_shapes
     self.metric_processes = metric_processes
 
   def build_model(self) -> Transformer:
@@ -117,19 +130,23 @@ class TransformerTask:
     [batch, source length] (EOS-terminated, zero-padded)."""
     batch = inputs.shape[0] or tf.shape(inputs)[0]  # None when serving.
     max_length = inputs.shape[1] + self.extra_decode_length
-    state = model.start_decoding(inputs, max_length)
+    dynamic = self.decode_shapes == 'dynamic' or (
+        self.decode_shapes == 'auto' and not beam_search.needs_fixed_shapes())
+    source, cache = model.start_decoding(inputs,
+                                         0 if dynamic else max_length)
+    if self.decoder == 'beam':
+      source, cache = tf.nest.map_structure(
+          lambda t: tf.repeat(t, self.beam_size, axis=0), (source, cache))
+    common = dict(
+        max_length=max_length, eos_id=subwords.EOS_ID,
+        start_id=subwords.PAD_ID, source=source, dynamic=dynamic,
+        state_invariants=model.growing_cache_shapes(cache) if dynamic else None)
+    step = functools.partial(model.decode_step, growing=dynamic)
     if self.decoder == 'greedy':
-      return beam_search.greedy(model.decode_step, state, batch=batch,
-                                max_length=max_length,
-                                eos_id=subwords.EOS_ID,
-                                start_id=subwords.PAD_ID)
-    state = tf.nest.map_structure(
-        lambda t: tf.repeat(t, self.beam_size, axis=0), state)
+      return beam_search.greedy(step, cache, batch=batch, **common)
     ids, _ = beam_search.beam_search(
-        model.decode_step, state, batch=batch, beam_size=self.beam_size,
-        max_length=max_length, vocab_size=model.vocab_size,
-        alpha=self.length_penalty, eos_id=subwords.EOS_ID,
-        start_id=subwords.PAD_ID)
+        step, cache, batch=batch, beam_size=self.beam_size,
+        vocab_size=model.vocab_size, alpha=self.length_penalty, **common)
     return ids
 
   def eval_sums(self, model, batch) -> dict:

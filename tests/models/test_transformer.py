@@ -91,10 +91,14 @@ def test_incremental_decoding_matches_teacher_forcing():
   full = model.decode(target_in, tf.ones_like(target_in),
                       tf.broadcast_to(tf.range(5), [2, 5]), encoded, segments,
                       training=False)
-  state = model.start_decoding(source, max_length=9)
-  for i in range(5):
-    logits, state = model.decode_step(target_in[:, i], tf.constant(i), state)
-    np.testing.assert_allclose(logits, full[:, i], atol=2e-5)
+  for growing in (False, True):
+    source_state, cache = model.start_decoding(
+        source, max_length=0 if growing else 9)
+    for i in range(5):
+      logits, cache = model.decode_step(target_in[:, i], tf.constant(i),
+                                        cache, source_state, growing=growing)
+      np.testing.assert_allclose(logits, full[:, i], atol=2e-5)
+    assert cache['decoder/layer_0/self_k'].shape[2] == (5 if growing else 9)
 
 
 INF = 1e7
@@ -160,8 +164,9 @@ def varied_tiny():
   return model
 
 
+@pytest.mark.parametrize('decode_shapes', ['fixed', 'dynamic'])
 @pytest.mark.parametrize('alpha', [0.6, 0.0])
-def test_beam_search_matches_the_step_by_step_reference(alpha):
+def test_beam_search_matches_the_step_by_step_reference(alpha, decode_shapes):
   model = varied_tiny()
   rng = np.random.default_rng(1)
   sources = np.zeros([3, 6], np.int32)
@@ -170,8 +175,8 @@ def test_beam_search_matches_the_step_by_step_reference(alpha):
     row[n] = 1
   task = transformer_task.TransformerTask(
       model=None, data=None, beam_size=4, length_penalty=alpha,
-      extra_decode_length=2)
-  ids = task.translate(model, tf.constant(sources)).numpy()
+      extra_decode_length=2, decode_shapes=decode_shapes)
+  ids = tf.function(task.translate)(model, tf.constant(sources)).numpy()
   assert ids.shape == (3, 8)
   for source, got in zip(sources, ids):
     want = python_beam_search(full_pass_log_probs(model, source), beam=4,
@@ -183,12 +188,14 @@ def test_beam_search_matches_the_step_by_step_reference(alpha):
   ).tolist()  # The beams matter here.
 
 
-def test_greedy_takes_the_most_likely_token_until_eos():
+@pytest.mark.parametrize('decode_shapes', ['fixed', 'dynamic'])
+def test_greedy_takes_the_most_likely_token_until_eos(decode_shapes):
   model = varied_tiny()
   sources = np.array([[7, 3, 9, 1, 0], [4, 1, 0, 0, 0]], np.int32)
   task = transformer_task.TransformerTask(
-      model=None, data=None, decoder='greedy', extra_decode_length=3)
-  ids = task.translate(model, tf.constant(sources)).numpy()
+      model=None, data=None, decoder='greedy', extra_decode_length=3,
+      decode_shapes=decode_shapes)
+  ids = tf.function(task.translate)(model, tf.constant(sources)).numpy()
   for source, got in zip(sources, ids):
     next_log_probs = full_pass_log_probs(model, source)
     prefix, want = [0], []
@@ -260,8 +267,8 @@ class TableLanguageModel:
     self.table[:, 1] += 0.5  # EOS
     self.rows, self.vocab = rows, vocab
 
-  def step_fn(self, ids, step, state):
-    del step
+  def step_fn(self, ids, step, state, source):
+    del step, source
     h = (state * 31 + ids + 1) % self.rows
     return tf.gather(tf.constant(self.table, tf.float32), h), h
 
@@ -297,6 +304,61 @@ def test_beam_search_algorithm_on_a_table_language_model():
   assert got[0.6] != got[0.0] and got[0.6] != greedy
   lengths = {row.index(1) if 1 in row else length for row in got[0.6]}
   assert len(lengths) >= 4
+
+
+class CountingLanguageModel(TableLanguageModel):
+  """The table model, counting the hypotheses its steps compute."""
+
+  def __init__(self):
+    super().__init__()
+    self.computed = tf.Variable(0)
+
+  def step_fn(self, ids, step, state, source):
+    self.computed.assign_add(tf.size(ids))
+    return super().step_fn(ids, step, state, source)
+
+
+@pytest.mark.parametrize('alpha', [0.6, 0.0])
+def test_dynamic_search_drops_stopped_sentences_with_the_same_answers(alpha):
+  """Dynamic shapes: a sentence leaves when its own search stops, so fewer
+  hypotheses are computed (the fixed form runs every sentence until the
+  batch's last one stops); the answers and scores are the fixed form's."""
+  lm = CountingLanguageModel()
+  batch, beam, length = 30, 4, 40
+  seeds = np.arange(batch) * 7 + 1
+  state = tf.constant(np.repeat(seeds, beam), tf.int32)
+  out, computed = {}, {}
+  for dynamic in (False, True):
+    lm.computed.assign(0)
+    search = tf.function(lambda s, dynamic=dynamic: beam_search.beam_search(
+        lm.step_fn, s, batch=batch, beam_size=beam, max_length=length,
+        vocab_size=lm.vocab, alpha=alpha, dynamic=dynamic))
+    out[dynamic] = [t.numpy() for t in search(state)]
+    computed[dynamic] = int(lm.computed.numpy())
+  np.testing.assert_array_equal(out[True][0], out[False][0])
+  np.testing.assert_array_equal(out[True][1], out[False][1])
+  assert computed[True] < 0.8 * computed[False], computed
+  greedy = {}
+  for dynamic in (False, True):
+    lm.computed.assign(0)
+    greedy[dynamic] = tf.function(lambda s, dynamic=dynamic: beam_search.greedy(
+        lm.step_fn, s, batch=batch, max_length=length, dynamic=dynamic))(
+            tf.constant(seeds, tf.int32)).numpy()
+    computed[dynamic] = int(lm.computed.numpy())
+  np.testing.assert_array_equal(greedy[True], greedy[False])
+  assert computed[True] < computed[False], computed
+
+
+def test_fixed_shapes_in_a_mesh_and_the_choice_is_checked():
+  from tensorflow.experimental import dtensor
+  assert not beam_search.needs_fixed_shapes()  # A CPU, no mesh.
+  mesh = dtensor.create_mesh([('batch', 1)], devices=['CPU:0'])
+  with dtensor.default_mesh(mesh):
+    assert beam_search.needs_fixed_shapes()
+  with pytest.raises(ValueError, match="`decode_shapes` must be 'auto', "
+                     "'fixed' or 'dynamic', got 'growing'"):
+    transformer_task.TransformerTask(model=None, data=None,
+                                     decode_shapes='growing')
 
 
 def test_exported_translator_decodes_as_the_task_does(tmp_path):
