@@ -40,7 +40,7 @@ from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
 from distribution import tpu_slices
 from input_pipeline import spatial as spatial_input
-from tools import gin_setup
+from training import config as gin_config
 from tools import staged_files
 from training import actions as actions_lib
 from training import checkpoints
@@ -492,7 +492,7 @@ def run_command(argv, sugar_bindings):
   if not flag_values.gin_file:
     raise ValueError('Pass an experiment with --gin_file, one of: ' +
                      ', '.join(experiment_files()) + '.')
-  gin_setup.parse(
+  gin_config.parse(
       flag_values.gin_file,
       list(flag_values.gin_param) + sugar_bindings + [
           f'train.train.model_dir = {flag_values.model_dir!r}'] +
@@ -511,5 +511,5 @@ def run_command(argv, sugar_bindings):
 
 if __name__ == '__main__':
   define_flags()
-  remaining, sugar = gin_setup.split_gin_sugar(sys.argv)
+  remaining, sugar = gin_config.split_gin_sugar(sys.argv)
   app.run(lambda argv: main(argv, sugar), argv=remaining)

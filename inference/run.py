@@ -203,9 +203,9 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
 def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
   """The task of the model's gin files (their TASK macro), reading eval data
   from `dataset`."""
-  from tools import gin_setup
-  gin_setup.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'])
-  return gin_setup.configured_task()
+  from training import config as gin_config
+  gin_config.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'])
+  return gin_config.configured_task()
 
 
 def main(argv):

@@ -9,7 +9,7 @@ import gin
 import pytest
 
 from tests import helpers
-from tools import gin_setup
+from training import config as gin_config
 
 EXPERIMENTS = sorted(os.path.relpath(p, helpers.ROOT) for p in glob.glob(
     os.path.join(helpers.ROOT, 'gin', '*.gin')) if not p.endswith('run.gin'))
@@ -30,7 +30,7 @@ def test_common_overrides_are_macros_on_every_experiment(experiment):
       "DATA_DIR = '/nowhere'", "INIT_CHECKPOINT = ''"]
   gin.clear_config()
   try:
-    gin_setup.parse([experiment], bindings)
+    gin_config.parse([experiment], bindings)
     schedule = gin.query_parameter(
         'train.train.schedule').scoped_configurable_fn()
     assert (schedule.train_steps, schedule.global_batch_size,

@@ -13,7 +13,7 @@ import gin
 import numpy as np
 import pytest
 
-from tools import gin_setup
+from training import config as gin_config
 from training import mlperf_log
 from training import schedules
 
@@ -63,7 +63,7 @@ def pod_hyperparameters(gin_file, num_eval_examples, build_model=False,
                         checkpoint_macro='INIT_CHECKPOINT'):
   gin.clear_config()
   try:
-    gin_setup.parse([gin_file], [f"DATA_DIR = '{data_dir}'",
+    gin_config.parse([gin_file], [f"DATA_DIR = '{data_dir}'",
                                  f"{checkpoint_macro} = ''"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     optimizer = gin.query_parameter(
@@ -114,7 +114,7 @@ def test_transformer_pod_config_logs_googles_values(wmt_metadata):
         rel=1e-6)
   gin.clear_config()
   try:
-    gin_setup.parse(['gin/transformer_pod.gin'],
+    gin_config.parse(['gin/transformer_pod.gin'],
                     [f"DATA_DIR = '{wmt_metadata}'"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     assert task.build_model().model_dim == 1024
@@ -154,10 +154,10 @@ def test_pod_resnet_schedule_is_googles_arithmetic():
 def test_pod_configs_log_epoch_num_as_google_does():
   gin.clear_config()
   try:
-    gin_setup.parse(['gin/resnet50_pod.gin'], ["DATA_DIR = '/nowhere'"])
+    gin_config.parse(['gin/resnet50_pod.gin'], ["DATA_DIR = '/nowhere'"])
     resnet = gin.query_parameter('%TASK').scoped_configurable_fn()
     gin.clear_config()
-    gin_setup.parse(['gin/bert_pod.gin'], ["DATA_DIR = '/nowhere'",
+    gin_config.parse(['gin/bert_pod.gin'], ["DATA_DIR = '/nowhere'",
                                            "INIT_CHECKPOINT = ''"])
     bert = gin.query_parameter('%TASK').scoped_configurable_fn()
   finally:
@@ -226,7 +226,7 @@ def test_v3_32_resnet_schedule_and_eval_cadence_are_googles():
                              rtol=2e-6, atol=1e-8)
   gin.clear_config()
   try:
-    gin_setup.parse(['gin/resnet50_v3_32.gin'], ["DATA_DIR = '/nowhere'"])
+    gin_config.parse(['gin/resnet50_v3_32.gin'], ["DATA_DIR = '/nowhere'"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     schedule = gin.query_parameter(
         'train.train.schedule').scoped_configurable_fn()
@@ -283,7 +283,7 @@ def test_ssd_pod_configs_log_googles_values(tmp_path, gin_file, replicas,
       [{'id': i, 'name': str(i)} for i in COCO_IDS]))
   gin.clear_config()
   try:
-    gin_setup.parse([gin_file], [f"DATA_DIR = '{tmp_path}'",
+    gin_config.parse([gin_file], [f"DATA_DIR = '{tmp_path}'",
                                  "BACKBONE_CHECKPOINT = ''"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     model = task.build_model()

@@ -27,7 +27,7 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
-from tools import gin_setup
+from training import config as gin_config
 from training import export as export_lib
 
 
@@ -39,8 +39,8 @@ def export(*, gin_files: list[str], gin_params: list[str],
     FileNotFoundError: no checkpoint under checkpoint_dir.
     ValueError: the checkpoint does not match the configured model.
   """
-  gin_setup.parse(gin_files, gin_params)
-  task = gin_setup.configured_task()
+  gin_config.parse(gin_files, gin_params)
+  task = gin_config.configured_task()
   folder = os.path.join(checkpoint_dir, 'checkpoints')
   path = tf.train.latest_checkpoint(folder)
   if path is None:

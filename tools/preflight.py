@@ -104,11 +104,11 @@ class Experiment(NamedTuple):
 def experiment_inputs(gin_files, gin_params) -> Experiment:
   """The Experiment its gin files describe."""
   import gin
-  from tools import gin_setup
+  from training import config as gin_config
   gin.clear_config()
   try:
-    gin_setup.parse(list(gin_files), list(gin_params))
-    task = gin_setup.configured_task()
+    gin_config.parse(list(gin_files), list(gin_params))
+    task = gin_config.configured_task()
     try:
       init = gin.query_parameter('%INIT_CHECKPOINT') or ''
     except ValueError:

@@ -115,10 +115,10 @@ def test_tpu_with_a_cpu_hardware_file_is_an_error_naming_both():
   """What train.py's --tpu binds, on a CPU experiment: a ValueError, i.e.
   one `error:` line and exit 2, when gin builds the hardware config."""
   import gin
-  from tools import gin_setup
+  from training import config as gin_config
   gin.clear_config()
   try:
-    gin_setup.parse(['gin/resnet_quickstart.gin'], [
+    gin_config.parse(['gin/resnet_quickstart.gin'], [
         "DATA_DIR = '/nowhere'",
         "distribution.strategy.StrategyConfig.tpu = 'my-pod'"])
     with pytest.raises(ValueError) as raised:
@@ -222,10 +222,10 @@ def test_tpu_flags_go_to_libtpu_only_for_a_tpu_run(capsys):
 
 def test_tpu_flags_from_gin_reach_the_operative_config():
   import gin
-  from tools import gin_setup
+  from training import config as gin_config
   gin.clear_config()
   try:
-    gin_setup.parse(['gin/resnet50_pod.gin'], [
+    gin_config.parse(['gin/resnet50_pod.gin'], [
         "DATA_DIR = '/nowhere'",
         "distribution.strategy.StrategyConfig.tpu_flags = "
         "('--xla_tpu_enable_data_parallel_all_reduce_opt=true',)"])

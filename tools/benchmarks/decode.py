@@ -53,11 +53,11 @@ def main(argv):
   startup.import_tensorflow()
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from input_pipeline import subwords  # pylint: disable=import-outside-toplevel
-  from tools import gin_setup  # pylint: disable=import-outside-toplevel
+  from training import config as gin_config  # pylint: disable=import-outside-toplevel
   from tools.benchmarks.common import interleaved_medians  # pylint: disable=import-outside-toplevel
 
-  gin_setup.parse(FLAGS.gin_file, FLAGS.gin_param)
-  task = gin_setup.configured_task()
+  gin_config.parse(FLAGS.gin_file, FLAGS.gin_param)
+  task = gin_config.configured_task()
   path = tf.train.latest_checkpoint(os.path.join(FLAGS.checkpoint_dir,
                                                  'checkpoints'))
   if path is None:

@@ -4,7 +4,7 @@ before anything runs; every experiment's own values pass the check."""
 import gin
 import pytest
 
-from tools import gin_setup
+from training import config as gin_config
 
 
 @pytest.fixture(autouse=True)
@@ -27,12 +27,12 @@ def fresh_gin():
 ])
 def test_a_value_of_the_wrong_type_names_its_binding(binding, message):
   with pytest.raises(ValueError) as e:
-    gin_setup.parse(['gin/resnet_quickstart.gin'], [binding])
+    gin_config.parse(['gin/resnet_quickstart.gin'], [binding])
   assert message in str(e.value)
 
 
 def test_ints_for_floats_pass():
-  gin_setup.parse(['gin/resnet_quickstart.gin'], [
+  gin_config.parse(['gin/resnet_quickstart.gin'], [
       'training.schedules.PolynomialWarmup.base = 3',
       'TRAIN_EPOCHS = 2'])
   assert gin.query_parameter('%TRAIN_EPOCHS') == 2

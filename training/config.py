@@ -1,8 +1,11 @@
-"""Gin at the entry points: parsing, `--gin.NAME=VALUE` sugar, the TASK macro.
+"""Gin at the entry points: parsing, `--gin.NAME=VALUE` sugar, binding
+types, the TASK macro.
 
-Training (train.py), export (tools/export_savedmodel.py) and inference
-(inference/run.py) read the same gin files; each model's gin file binds the
-macro TASK, and all three build the task from it.
+Training (train.py), export (tools/export_savedmodel.py), inference
+(inference/run.py), the launcher's preflight and the notebook read the same
+gin files; each model's gin file binds the macro TASK, and all of them
+build the task from it. The runtime's own code (training/, models/, ...)
+never calls gin: this module is what the entry points share.
 """
 
 import collections.abc
