@@ -6,19 +6,19 @@
 
 `train()` below is the one gin root: every other configurable object reaches it
 through its keyword arguments, most of them small config objects that gin
-builds (training.controller.RunSchedule, training.step.GradientOptions,
-distribution.strategy.StrategyConfig, training.mlperf_log.Submission).
+builds (training.controller.RunSchedule, distribution.plan.PlanOptions,
+training.run_options.RunOptions, training.mlperf_log.Submission).
 Library code does not import gin; gin files register what they configure with
 `from __gin__ import dynamic_registration`.
 
-A run, top to bottom: check the inputs and the config (no compute yet), build
-the strategy, model, optimizer and schedule, wire the device loops and the
-actions, and hand them to the Controller, which restores, compiles, loops,
+A run, top to bottom: check the inputs and the config (no compute yet), make
+the parallelism plan (distribution/plan.py: the one object asked how the
+work is spread over devices), build the model, optimizer and schedule in
+it, wire the device loops and the actions, and hand them to the Controller, which restores, compiles, loops,
 evaluates and saves (docs/architecture.md traces it file by file).
 """
 
 import dataclasses
-import math
 import os
 import sys
 import traceback
@@ -35,11 +35,9 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
-from distribution import mesh as mesh_lib
+from distribution import plan as plan_lib
 from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
-from distribution import tpu_slices
-from input_pipeline import spatial as spatial_input
 from training import config as gin_config
 from tools import staged_files
 from training import actions as actions_lib
@@ -50,10 +48,10 @@ from training import events
 from training import exit_codes
 from training import mlperf_log
 from training import preemption
+from training import run_options
 from training import run_lock
 from training import step as step_lib
 from training import task as task_lib
-from training import weight_update_sharding as wus
 from training.task import Optimizer
 from training.task import Task
 
@@ -75,20 +73,10 @@ def check_writable(model_dir: str) -> None:
 
 def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           model_dir: str, schedule: controller_lib.RunSchedule,
-          gradients: step_lib.GradientOptions = step_lib.GradientOptions(),
-          distribution: strategies.StrategyConfig = (
-              strategies.StrategyConfig()),
+          plan: plan_lib.PlanOptions = plan_lib.PlanOptions(),
+          options: run_options.RunOptions = run_options.RunOptions(),
           submission: mlperf_log.Submission = mlperf_log.Submission(),
-          actions: Sequence[Callable] = (), deterministic: bool = False,
-          eval_steps_per_loop: int = 0,
-          asynchronous_eval: bool = False,
-          host_metric_timeout_seconds: float = 3600.0,
-          preemption_grace_seconds: float = 300.0,
-          restart: bool = False,
-          profile_steps: Sequence[int] = (),
-          weight_update_sharding: bool = False,
-          mesh: mesh_lib.MeshConfig = mesh_lib.MeshConfig(),
-          spatial_partitions: int = 1) -> controller_lib.Result:
+          actions: Sequence[Callable] = ()) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
   Args:
@@ -99,167 +87,43 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       hyper-parameters bound; called with steps_per_epoch and total_steps.
     model_dir: where checkpoints, logs and summaries go (local or gs://).
     schedule: steps, batch sizes, eval and checkpoint intervals, target stop.
-    gradients: clipping and all-reduce precision.
-    distribution: which tf.distribute strategy.
+    plan: how the steps are spread over devices: the strategy, a mesh,
+      weight-update sharding, spatial partitions, the gradients' sum
+      (distribution/plan.py).
+    options: determinism, asynchronous evaluation, preemption, restart,
+      profiling (training/run_options.py).
     submission: MLPerf submission_* values.
     actions: extra actions: factories called with `context=RunContext`
       (training/actions.py, e.g. KeepBestCheckpoint, ExportSavedModel).
-    deterministic: reproducible ops (the data side is the input's own flag).
-    eval_steps_per_loop: eval steps per device call (0: all in one call).
-    asynchronous_eval: a task's host metric runs in a background thread
-      while training goes on (training/evaluator.py; gin macro ASYNC_EVAL):
-      the weights of the eval step are kept in a checkpoint until the
-      result is known, and the run stops at the loop end where a result
-      meeting the target arrives.
-    host_metric_timeout_seconds: how long the run waits for a host metric
-      before it stops naming the evaluation (0: no limit).
-    preemption_grace_seconds: after SIGTERM/SIGINT, the run finishes its
-      loop, saves and exits with training.preemption.EXIT_PREEMPTED; if that
-      takes longer than this, it exits at once (0: no limit).
-    restart: start from step 0 when model_dir holds checkpoints of which
-      none restores (they are kept, moved to checkpoints/damaged/). Without
-      it such a run stops with an error naming them.
-    profile_steps: (first, last): trace the device loops from the first one
-      starting at or after step `first` to the one ending at or past `last`,
-      for TensorBoard's profile plugin (gin macro PROFILE_STEPS; () for
-      none).
-    weight_update_sharding: each replica keeps 1/N of the optimizer state
-      and updates 1/N of every weight; the shards are all-gathered
-      (training/weight_update_sharding.py). Checkpoints keep the unsharded
-      layout either way.
-    mesh: a `batch x model` device mesh with sharding rules for tensor
-      model parallelism (distribution/mesh.py; gin macro MESH_SHAPE and
-      the model's rules); replaces the strategy (distribution kind
-      'default').
-    spatial_partitions: split each training image along its height over
-      this many consecutive replicas (the task's `spatial_feature`,
-      input_pipeline/spatial.py; the model must be built for it, gin macro
-      SPATIAL_PARTITIONS). Evaluation stays on whole images.
 
   Returns:
     The run's Result (status, steps, final quality, time to train).
   """
   check_writable(model_dir)
-  partitioner = None
-  if mesh.shape:
-    check_mesh_options(mesh_shape=tuple(mesh.shape),
-                       distribution=distribution, gradients=gradients,
-                       weight_update_sharding=weight_update_sharding,
-                       deterministic=deterministic,
-                       spatial_partitions=spatial_partitions)
-    # Before any TensorFlow op: a mesh over processes sets up the cluster.
-    if distribution.kind == 'tpu':
-      tpu_lib.apply_flags(tuple(distribution.tpu_flags))
-    partitioner = mesh.make(multi_client=distribution.kind == 'multi_worker',
-                            tpu=distribution.tpu if distribution.kind == 'tpu'
-                            else '')
-  if deterministic:
-    tf.config.experimental.enable_op_determinism()
-  if partitioner:  # One program over the mesh, no strategy replicas.
-    dist = tf.distribute.get_strategy()
-    chief, worker_sum = partitioner.chief, partitioner.worker_sum
-  else:
-    dist = distribution.make()
-    distribution.check_replicas(dist.num_replicas_in_sync)
-    chief = strategies.is_chief(dist)
-    worker_sum = strategies.make_worker_sum(dist, tf.float64)
-  if distribution.kind == 'tpu':  # The log names the slice it ran on.
+  placement = plan.make(task=task, deterministic=options.deterministic)
+  if plan.distribution.kind == 'tpu':  # The log names the slice it ran on.
     submission = dataclasses.replace(submission,
-                                     platform=distribution.platform)
-  lock = lock_model_dir(model_dir, chief, worker_sum)
+                                     platform=plan.distribution.platform)
+  lock = lock_model_dir(model_dir, placement.chief, placement.worker_sum)
   try:
     mlperf = mlperf_log.MlperfLog(
-        path=os.path.join(model_dir, 'mlperf.log') if chief else None,
+        path=(os.path.join(model_dir, 'mlperf.log') if placement.chief
+              else None),
         benchmark=task.mlperf_benchmark, submission=submission,
         epoch_num=lambda step: task.mlperf_epoch_num(
             step, schedule.global_batch_size),
         target=task.target_quality)
     events.notify([mlperf], events.InitStart())
     try:
-      return _train(
-          task=task, optimizer=optimizer, learning_rate=learning_rate,
-          model_dir=model_dir, schedule=schedule, gradients=gradients,
-          dist=dist, chief=chief, mlperf=mlperf, extra_actions=actions,
-          eval_steps_per_loop=eval_steps_per_loop,
-          asynchronous_eval=asynchronous_eval,
-          host_metric_timeout_seconds=host_metric_timeout_seconds,
-          preemption_grace_seconds=preemption_grace_seconds, restart=restart,
-          worker_sum=worker_sum, lock=lock, profile_steps=profile_steps,
-          weight_update_sharding=weight_update_sharding,
-          partitioner=partitioner, spatial_partitions=spatial_partitions,
-          deterministic=deterministic)
+      return _train(task=task, optimizer=optimizer,
+                    learning_rate=learning_rate, model_dir=model_dir,
+                    schedule=schedule, plan=placement, options=options,
+                    mlperf=mlperf, extra_actions=actions, lock=lock)
     finally:
       mlperf.close()
   finally:
     if lock:
       lock.release()
-
-
-def check_mesh_options(*, distribution, gradients, weight_update_sharding,
-                       deterministic, spatial_partitions, mesh_shape=()):
-  """A mesh replaces the strategy's replicas: options for replicas are
-  errors, named before anything runs."""
-  if distribution.kind == 'tpu' and distribution.accelerator and mesh_shape:
-    want = tpu_slices.parse(distribution.accelerator, public=False).replicas
-    if math.prod(mesh_shape) != want:
-      raise ValueError(
-          f'MESH_SHAPE {tuple(mesh_shape)} has {math.prod(mesh_shape)} '
-          f'devices; the {distribution.accelerator} slice the experiment is '
-          f'for has {want} (a TPU mesh uses every device): change one.')
-  if not deterministic:
-    # DTensorDataset runs one copy of the input pipeline per device; the
-    # devices that split one model must read the same examples.
-    raise ValueError(
-        'MESH_SHAPE needs DETERMINISTIC = True: every device of the mesh '
-        'reads its own copy of the input pipeline, and the copies must read '
-        'the examples in one order.')
-  if distribution.kind == 'tpu' and distribution.tpu != 'local':
-    raise ValueError(
-        f'MESH_SHAPE on a TPU runs one DTensor client on each host of the '
-        f'slice, each with --tpu=local (python -m tools.launch starts them '
-        f'on every worker), not --tpu={distribution.tpu or "(none)"}.')
-  if distribution.kind not in ('default', 'multi_worker', 'tpu'):
-    raise ValueError(
-        f'MESH_SHAPE runs one program over the mesh, but the distribution '
-        f'kind is {distribution.kind!r}: use gin/hardware/cpu.gin (kind '
-        "'default', one process), gin/hardware/multi_worker.gin (the "
-        'processes of TF_CONFIG) or a TPU hardware file with a mesh.')
-  if spatial_partitions > 1:
-    raise ValueError(
-        f'SPATIAL_PARTITIONS ({spatial_partitions}) splits images over a '
-        "strategy's replicas; under MESH_SHAPE there are none. Set one or "
-        'the other.')
-  if weight_update_sharding:
-    raise ValueError(
-        'weight_update_sharding shards over a strategy\'s replicas; under '
-        'MESH_SHAPE the optimizer slots already take their variables\' '
-        'layouts. Set one or the other.')
-  if gradients.clip_norm and gradients.clip_before_allreduce:
-    raise ValueError(
-        'GradientOptions.clip_before_allreduce clips each replica\'s own '
-        'gradients; under MESH_SHAPE the program holds only their sum. Set '
-        'it False (clip the summed gradients).')
-  if gradients.two_level_group_size or gradients.bytes_per_pack:
-    raise ValueError(
-        'GradientOptions.two_level_group_size and bytes_per_pack tune a '
-        'strategy\'s all-reduce; under MESH_SHAPE DTensor places the '
-        'collectives. Leave them 0.')
-
-
-def check_spatial_options(*, task, spatial_partitions, replicas,
-                          local_replicas, deterministic):
-  """Spatial partitioning needs whole groups of replicas and, for groups
-  spanning hosts, one image order on every host: named before compute."""
-  if spatial_partitions < 1 or replicas % spatial_partitions or not getattr(
-      task, 'spatial_feature', None):
-    raise ValueError(
-        f'SPATIAL_PARTITIONS ({spatial_partitions}) needs a task with a '
-        f'spatial_feature and a replica count ({replicas}) it divides.')
-  if spatial_partitions > local_replicas and not deterministic:
-    raise ValueError(
-        f'SPATIAL_PARTITIONS ({spatial_partitions}) spans hosts of '
-        f'{local_replicas} replicas each: set DETERMINISTIC = True, so that '
-        'the hosts of a group read the same images.')
 
 
 def lock_model_dir(model_dir: str, chief: bool, worker_sum):
@@ -279,31 +143,18 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
   return lock
 
 
-def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
-           dist, chief, mlperf, extra_actions, eval_steps_per_loop,
-           asynchronous_eval, host_metric_timeout_seconds,
-           preemption_grace_seconds, restart, worker_sum, lock,
-           profile_steps, weight_update_sharding, partitioner,
-           spatial_partitions, deterministic):
+def _train(*, task, optimizer, learning_rate, model_dir, schedule,
+           plan: plan_lib.Plan, options: run_options.RunOptions, mlperf,
+           extra_actions, lock):
   profiler = None
-  if profile_steps:
-    if len(profile_steps) != 2:
-      raise ValueError(f'`profile_steps` must be (first, last), got '
-                       f'{tuple(profile_steps)} (gin macro PROFILE_STEPS).')
+  if options.profile_steps:
     profiler = actions_lib.Profiler(logdir=model_dir,
-                                    first_step=profile_steps[0],
-                                    last_step=profile_steps[1])
-  replicas = (partitioner.data_replicas if partitioner
-              else dist.num_replicas_in_sync)
-  if spatial_partitions != 1:
-    check_spatial_options(task=task, spatial_partitions=spatial_partitions,
-                          replicas=replicas,
-                          local_replicas=len(dist.extended.worker_devices),
-                          deterministic=deterministic)
-  # Each group of spatial partitions is one data-parallel replica.
+                                    first_step=options.profile_steps[0],
+                                    last_step=options.profile_steps[1])
+  chief, worker_sum, worker_id = plan.chief, plan.worker_sum, plan.worker_id
   strategies.per_replica_batch_size(schedule.global_batch_size,
-                                    replicas // spatial_partitions)
-  strategies.per_replica_batch_size(schedule.eval_batch, replicas,
+                                    plan.train_batch_replicas())
+  strategies.per_replica_batch_size(schedule.eval_batch, plan.replicas,
                                     'eval_batch_size')
   task.data.check()
   steps_per_epoch = task.data.steps_per_epoch(schedule.global_batch_size)
@@ -311,30 +162,18 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
   schedule.validate(total_steps)
   lr = learning_rate(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
 
-  with partitioner.scope() if partitioner else dist.scope():
+  with plan.scope():
     model = task.build_model()
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
-    optimizer.build(model.trainable_variables, make_slot=(
-        wus.make_slot_factory(replicas) if weight_update_sharding else None))
-  if partitioner:
-    partitioner.check_rules_used()
-  distribute = (partitioner.distribute_datasets_from_function if partitioner
-                else lambda fn, batch: dist.distribute_datasets_from_function(
-                    fn))
-  on_devices = partitioner.wrap_loop if partitioner else lambda loop: loop
-  sharded = (wus.ShardedSlots.for_optimizer(
-      strategy=dist, optimizer=optimizer,
-      variables=list(model.trainable_variables))
-             if weight_update_sharding else None)
-  worker_id = (partitioner.client_id if partitioner
-               else strategies.worker_id(dist))
+    optimizer.build(model.trainable_variables, make_slot=plan.make_slot())
+  plan.built(model=model, optimizer=optimizer)
+  slots, before_save = plan.checkpoint_optimizer(
+      optimizer, list(model.trainable_variables))
   checkpointer = checkpoints.Checkpointer(
       model_dir=model_dir, chief=chief, worker_id=worker_id,
-      max_to_keep=schedule.max_checkpoints, restart=restart,
-      before_save=sharded.gather if sharded else None,
-      collective_save=bool(partitioner and partitioner.num_clients > 1),
-      model=model,
-      optimizer=sharded.views if sharded else optimizer.slots, step=step)
+      max_to_keep=schedule.max_checkpoints, restart=options.restart,
+      before_save=before_save, collective_save=plan.collective_save,
+      model=model, optimizer=slots, step=step)
 
   def check_start(start_step):
     # A read error on one worker only would leave the workers at different
@@ -352,12 +191,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
       return task.data.train_dataset(
           ctx, global_batch_size=schedule.global_batch_size,
           start_step=start_step)
-    if spatial_partitions > 1:
-      dataset_fn = spatial_input.partitioned_dataset_fn(
-          dataset_fn, partitions=spatial_partitions,
-          feature=task.spatial_feature,
-          row_multiple=getattr(task, 'spatial_row_multiple', None))
-    return iter(distribute(dataset_fn, schedule.global_batch_size))
+    return iter(plan.distribute(dataset_fn, schedule.global_batch_size,
+                                training=True))
 
   eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.
 
@@ -368,26 +203,30 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
     return task.data.eval_dataset(ctx, global_batch_size=schedule.eval_batch,
                                   steps=steps)
 
-  eval_dataset = distribute(eval_fn, schedule.eval_batch)
+  eval_dataset = plan.distribute(eval_fn, schedule.eval_batch,
+                                 training=False)
   if len(set(eval_steps)) != 1:
     raise RuntimeError(f'Input pipelines disagree on eval steps: {eval_steps}')
   num_eval_examples = task.data.num_eval_examples()
   mlperf.hyperparameters = mlperf_log.hyperparameters(
       task=task, optimizer=optimizer, learning_rate=lr,
-      global_batch_size=schedule.global_batch_size, num_replicas=replicas,
+      global_batch_size=schedule.global_batch_size,
+      num_replicas=plan.replicas,
       num_eval_examples=num_eval_examples, total_steps=total_steps)
   host_metric = task.host_metric()
-  # A per-host metric scores each host's own examples (not on a mesh: its
-  # processes' outputs are not split by host).
-  per_host = task_lib.is_per_host(host_metric) and not partitioner
+  # A per-host metric scores each host's own examples where the plan keeps
+  # each host's outputs on it.
+  per_host = task_lib.is_per_host(host_metric) and plan.per_host_outputs
   evaluator = evaluator_lib.Evaluator(
       worker_sum=worker_sum,
-      eval_loop=on_devices(step_lib.make_eval_loop(
-          strategy=dist, model=model, task=task, local_outputs=per_host)),
+      eval_loop=plan.on_devices(step_lib.make_eval_loop(
+          strategy=plan.strategy, model=model, task=task,
+          local_outputs=per_host)),
       make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
       task=task, chief=chief, expected_count=num_eval_examples,
-      steps_per_loop=eval_steps_per_loop, asynchronous=asynchronous_eval,
-      host_timeout_seconds=host_metric_timeout_seconds,
+      steps_per_loop=options.eval_steps_per_loop,
+      asynchronous=options.asynchronous_eval,
+      host_timeout_seconds=options.host_metric_timeout_seconds,
       host_metric=host_metric, per_host=per_host, worker_id=worker_id)
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
@@ -416,17 +255,17 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule, gradients,
                                   schedule.checkpoint_every_steps),
       preemption.PreemptionGuard(checkpointer=checkpointer,
                                  worker_sum=worker_sum,
-                                 grace_seconds=preemption_grace_seconds),
+                                 grace_seconds=(
+                                     options.preemption_grace_seconds)),
       *(make(context=context) for make in extra_actions),
   ]
   if profiler:
     run_actions.append(profiler)
   controller = controller_lib.Controller(
-      train_loop=on_devices(step_lib.make_train_loop(
-          strategy=dist, model=model, optimizer=optimizer, learning_rate=lr,
-          task=task, step=step, gradients=gradients,
-          weight_update_sharding=weight_update_sharding,
-          replicas_in_batch=partitioner.data_replicas if partitioner else 1)),
+      train_loop=plan.on_devices(step_lib.make_train_loop(
+          strategy=plan.strategy, model=model, optimizer=optimizer,
+          learning_rate=lr, task=task, step=step,
+          **plan.train_loop_options())),
       make_train_iterator=make_train_iterator, evaluator=evaluator, step=step,
       schedule=schedule, total_steps=total_steps,
       steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,

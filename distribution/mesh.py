@@ -1,7 +1,8 @@
 """Tensor model parallelism: a device mesh and layouts from name rules.
 
-With a mesh (gin: `train.train.mesh`, macro MESH_SHAPE), the run is one
-DTensor program over a `batch x model` grid of devices instead of a
+With a mesh (gin: `distribution.plan.PlanOptions.mesh`, macro MESH_SHAPE;
+distribution/plan.py's `Mesh`), the run is one DTensor program over a
+`batch x model` grid of devices instead of a
 tf.distribute strategy's replicas: the batch is split over `batch`, and each
 variable whose name matches a rule is split as the rule says, e.g. attention
 heads and the feed-forward inner dimension over `model` (Megatron's layout,
@@ -39,11 +40,12 @@ BATCH_AXIS = 'batch'
 
 @dataclasses.dataclass(frozen=True)
 class MeshConfig:
-  """A device mesh for tensor parallelism (gin: `train.train.mesh`).
+  """A device mesh for tensor parallelism (gin:
+  `distribution.plan.PlanOptions.mesh`).
 
   Attributes:
     shape: devices along each axis, e.g. (2, 2); () for no mesh (the run
-      uses `train.train.distribution`'s strategy).
+      uses `distribution.plan.PlanOptions.distribution`'s strategy).
     axis_names: one name per axis; the first splits the batch.
     rules: ((pattern, layout), ...): variables whose name matches `pattern`
       are split as `layout` says (one mesh axis name or None a dimension).

@@ -150,8 +150,9 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
 
 @dataclasses.dataclass(frozen=True)
 class StrategyConfig:
-  """Which strategy a run trains under (gin: `train.train.distribution`,
-  set by the hardware gin files; `--tpu` sets `tpu`).
+  """Which strategy a run trains under (gin:
+  `distribution.plan.PlanOptions.distribution`, set by the hardware gin
+  files; `--tpu` sets `tpu`).
 
   Attributes:
     kind: 'tpu', 'multi_worker', 'mirrored', 'one_device' or 'default'.

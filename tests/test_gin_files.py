@@ -37,7 +37,8 @@ def test_common_overrides_are_macros_on_every_experiment(experiment):
             schedule.steps_per_loop, schedule.eval_every_steps,
             schedule.checkpoint_every_steps, schedule.stop_at_target) == (
                 100, 48, 5, 10, 20, False)
-    assert gin.query_parameter('train.train.deterministic') is not None
+    assert gin.query_parameter(
+        'training.run_options.RunOptions.deterministic') is not None
     macros = gin.config_str()
     for name in ('SEED = 7', 'DETERMINISTIC = True', "DATA_DIR = '/nowhere'"):
       assert name in macros, name

@@ -264,14 +264,15 @@ def test_spatial_partitions_that_do_not_divide_the_replicas_are_named(
 
 
 def test_spatial_groups_across_hosts_need_deterministic_input():
-  import types
-  import train
-  options = dict(task=types.SimpleNamespace(spatial_feature='image'),
-                 spatial_partitions=2, replicas=2,
+  from distribution import plan as plan_lib
+  options = dict(spatial_feature='image', spatial_partitions=2, replicas=2,
                  local_replicas=1, deterministic=False)
   with pytest.raises(ValueError, match=r'SPATIAL_PARTITIONS \(2\) spans '
                      r'hosts of 1 replicas each: set DETERMINISTIC = True'):
-    train.check_spatial_options(**options)
-  train.check_spatial_options(**{**options, 'deterministic': True})
+    plan_lib.check_spatial_options(**options)
+  plan_lib.check_spatial_options(**{**options, 'deterministic': True})
   with pytest.raises(ValueError, match=r'SPATIAL_PARTITIONS \(0\) needs'):
-    train.check_spatial_options(**{**options, 'spatial_partitions': 0})
+    plan_lib.check_spatial_options(**{**options, 'spatial_partitions': 0})
+  with pytest.raises(ValueError, match=r'needs a task with a spatial_feature'):
+    plan_lib.check_spatial_options(**{**options, 'spatial_feature': None,
+                                      'deterministic': True})

@@ -217,7 +217,7 @@ class Checkpointer:
       raise ValueError(
           f'{self.directory} holds checkpoints but none can be restored: '
           f'{"; ".join(found)}. Nothing was deleted. To start this run over '
-          'from step 0, rerun with --gin.train.train.restart=True; or use a '
+          'from step 0, rerun with --gin.RESTART=True; or use a '
           'new --model_dir.')
     return Restored(None, skipped)
 

@@ -286,7 +286,8 @@ class Evaluator:
       return HostMetricError(
           f'The host metric of {name} did not finish the evaluation at step '
           f'{head.step} in {self.host_timeout_seconds:g} s '
-          '(train.train.host_metric_timeout_seconds); stopped. Rerun to '
+          '(training.run_options.RunOptions.host_metric_timeout_seconds); '
+          'stopped. Rerun to '
           'resume from the last checkpoint.')
     error = head.error()
     failure = HostMetricError(

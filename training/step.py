@@ -20,7 +20,8 @@ ALLREDUCE_DTYPES = {'float32': tf.float32, 'bfloat16': tf.bfloat16}
 
 @dataclasses.dataclass(frozen=True)
 class GradientOptions:
-  """How gradients are clipped and all-reduced (gin: `train.train.gradients`).
+  """How gradients are clipped and all-reduced (gin:
+  `distribution.plan.PlanOptions.gradients`).
 
   Attributes:
     clip_norm: clip to this global norm (0: no clipping).

@@ -168,15 +168,15 @@ def test_tf_config_tasks_become_dtensor_clients_chief_first():
 
 
 def test_options_a_mesh_cannot_honour_are_named():
-  import train
+  from distribution import plan as plan_lib
   from distribution import strategy as strategies
   from training import step as step_lib
   ok = dict(distribution=strategies.StrategyConfig(kind='multi_worker'),
             gradients=step_lib.GradientOptions(clip_norm=1.0),
             weight_update_sharding=False, deterministic=True,
             spatial_partitions=1)
-  train.check_mesh_options(**ok)  # A mesh over processes is fine.
-  train.check_mesh_options(**{**ok, 'distribution': strategies.StrategyConfig(
+  plan_lib.check_mesh_options(**ok)  # A mesh over processes is fine.
+  plan_lib.check_mesh_options(**{**ok, 'distribution': strategies.StrategyConfig(
       kind='tpu', tpu='local')})  # So is one over a TPU slice's hosts.
   for change, message in (
       (dict(distribution=strategies.StrategyConfig(kind='mirrored')),
@@ -196,7 +196,7 @@ def test_options_a_mesh_cannot_honour_are_named():
        'bytes_per_pack tune'),
   ):
     with pytest.raises(ValueError, match=message):
-      train.check_mesh_options(**{**ok, **change})
+      plan_lib.check_mesh_options(**{**ok, **change})
 
 
 @pytest.mark.slow

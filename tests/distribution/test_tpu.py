@@ -122,7 +122,8 @@ def test_tpu_with_a_cpu_hardware_file_is_an_error_naming_both():
         "DATA_DIR = '/nowhere'",
         "distribution.strategy.StrategyConfig.tpu = 'my-pod'"])
     with pytest.raises(ValueError) as raised:
-      gin.query_parameter('train.train.distribution').scoped_configurable_fn()
+      gin.query_parameter('distribution.plan.PlanOptions.distribution'
+                          ).scoped_configurable_fn()
   finally:
     gin.clear_config()
   line = str(raised.value).splitlines()[0]  # What train.py prints.

@@ -147,7 +147,7 @@ def test_a_hung_host_metric_stops_the_run_naming_the_eval_step():
   try:
     with pytest.raises(evaluator_lib.HostMetricError,
                        match=r'HostTask did not finish the evaluation at step '
-                       r'5 in 0.2 s \(train.train.host_metric_timeout_'):
+                       r'5 in 0.2 s \(training.run_options.RunOptions.host_metric_timeout_'):
       evaluator.results(wait=True)
   finally:
     metric.release.set()

@@ -142,7 +142,7 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
   from tests import helpers
   results = {}
   for name, extra in (('plain', []),
-                      ('sharded', ['train.train.weight_update_sharding=True'])):
+                      ('sharded', ['WEIGHT_UPDATE_SHARDING = True'])):
     out = tmp_path / name
     out.mkdir()
     helpers.run_worker_processes(
