@@ -227,7 +227,11 @@ class Partitioner:
   def _create(self, next_creator, **kwargs):
     del next_creator  # DVariables replace the default variable.
     value = kwargs['initial_value']
-    value = tf.convert_to_tensor(value() if callable(value) else value)
+    # The dtype asked for, not the Python value's: tf.Variable(0,
+    # dtype=tf.int64) is the global step, and a checkpoint's int64 step
+    # must restore under and without a mesh alike.
+    value = tf.convert_to_tensor(value() if callable(value) else value,
+                                 dtype=kwargs.get('dtype'))
     name = kwargs.get('name') or ''
     if not dtensor.is_dtensor(value):  # A slot's zeros keep their layout.
       layout = self.layout_for(name, value.shape.rank)

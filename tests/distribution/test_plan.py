@@ -2,6 +2,7 @@
 runs that use them end to end are in tests/test_train.py, test_mesh.py and
 test_weight_update_sharding.py."""
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -9,6 +10,7 @@ from distribution import mesh as mesh_lib
 from distribution import plan as plan_lib
 from distribution import strategy as strategies
 from training import optimizers
+from training import weight_update_sharding as wus
 from training import step as step_lib
 
 
@@ -99,3 +101,74 @@ def test_a_mesh_answers_for_its_one_program(monkeypatch):
   assert plan.train_loop_options() == {
       'gradients': step_lib.GradientOptions(),
       'weight_update_sharding': False, 'replicas_in_batch': 2}
+
+
+def test_the_run_state_moves_between_plans_both_ways(tmp_path, monkeypatch):
+  """The step (int64), the weights and the optimizer's slots, saved under
+  each plan and restored under the next: data parallel -> weight-update
+  sharded -> mesh -> data parallel, each checkpoint in the one layout."""
+  monkeypatch.setattr(tf.config.experimental, 'enable_op_determinism',
+                      lambda: None)
+  rules = (('kernel$', (None, 'model')),)
+  plans = {
+      'data': lambda: make(),
+      'sharded': lambda: make(weight_update_sharding=True),
+      'mesh': lambda: make(mesh=mesh_lib.MeshConfig(shape=(2, 2),
+                                                    rules=rules),
+                           distribution=strategies.StrategyConfig(),
+                           deterministic=True),
+  }
+  rng = np.random.default_rng(0)
+  want = {'kernel': rng.standard_normal([3, 4]).astype(np.float32),
+          'kernel/adam_m': rng.standard_normal([3, 4]).astype(np.float32),
+          'kernel/adam_v': rng.random([3, 4]).astype(np.float32), 'step': 7}
+
+  def run_state(plan):
+    with plan.scope():
+      kernel = tf.Variable(tf.zeros([3, 4]), name='kernel')
+      step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                         name='global_step')
+      optimizer = optimizers.Adam()
+      optimizer.build([kernel], make_slot=plan.make_slot())
+    plan.built(model=None, optimizer=optimizer)
+    slots, before_save = plan.checkpoint_optimizer(optimizer, [kernel])
+    checkpoint = tf.train.Checkpoint(model={'kernel': kernel},
+                                     optimizer=slots, step=step)
+    return checkpoint, before_save, kernel, step, slots, optimizer
+
+  def full(value):  # A mesh's DVariable or a strategy's value, on the host.
+    if isinstance(plan, plan_lib.Mesh):
+      return plan.partitioner.to_host(tf.convert_to_tensor(value)).numpy()
+    return tf.convert_to_tensor(value).numpy()
+
+  plans_made = {}
+  path = None
+  for name in ('data', 'sharded', 'mesh', 'data'):
+    plan = plans_made[name] = plans[name]()
+    checkpoint, before_save, kernel, step, slots, optimizer = run_state(plan)
+    if path is None:  # The first run: its own state.
+      kernel.assign(want['kernel'])
+      step.assign(want['step'])
+      for slot in ('adam_m', 'adam_v'):
+        slots[f'kernel/{slot}'].assign(want[f'kernel/{slot}'])
+    else:
+      checkpoint.read(path).assert_consumed()
+      assert step.dtype == tf.int64, name
+      assert int(full(step)) == want['step'], name
+      np.testing.assert_array_equal(full(kernel), want['kernel'],
+                                    err_msg=name)
+      for slot in ('adam_m', 'adam_v'):
+        if before_save:  # Weight-update sharding: replica r holds shard r.
+          shards = plan.strategy.experimental_local_results(
+              optimizer.slots[f'kernel/{slot}'])
+          for r, shard in enumerate(shards):
+            np.testing.assert_array_equal(
+                shard.numpy(), wus.shard_of(want[f'kernel/{slot}'], r, 4),
+                err_msg=f'{name} {slot} shard {r}')
+        else:
+          np.testing.assert_array_equal(full(slots[f'kernel/{slot}']),
+                                        want[f'kernel/{slot}'],
+                                        err_msg=f'{name} {slot}')
+    if before_save:
+      before_save()
+    path = checkpoint.write(str(tmp_path / f'{len(plans_made)}_{name}'))

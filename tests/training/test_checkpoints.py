@@ -128,7 +128,7 @@ def test_no_restorable_checkpoint_refuses_step_0_unless_told(tmp_path):
   with pytest.raises(ValueError) as e:
     saver.restore_latest()
   message = str(e.value)
-  assert 'ckpt-10: cannot be read' in message and 'restart=True' in message
+  assert 'ckpt-10: cannot be read' in message and '--gin.RESTART=True' in message
   assert 'Nothing was deleted' in message
   aside = tmp_path / 'checkpoints' / 'damaged' / 'ckpt-10'
   assert 'ckpt-10.index' in os.listdir(aside)

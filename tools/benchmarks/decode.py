@@ -1,5 +1,5 @@
-"""Benchmark: the Transformer eval's beam search over the real eval set, by
-decoding cache and sentence order.
+"""Benchmark: the Transformer eval's beam search over the real eval set, in
+its two forms (fixed shapes, dynamic) and by sentence order.
 
   python -m tools.benchmarks.decode --gin_file=gin/transformer_quickstart.gin \
       --checkpoint_dir=runs/mt [--batch=256] [--rounds=3]
@@ -8,11 +8,12 @@ Restores the newest checkpoint of a training --model_dir, then decodes every
 eval source (the eval pipeline's batches as one replica reads them, padding
 rows included, as the eval step does) with each variant, interleaved round
 by round in one process:
-  fixed          the cache of source length + 50 positions TPUs compile
-                 (every step attends to and reorders all of them);
-  growing        the cache of the positions decoded so far (CPU/GPU default);
-  growing_sorted the same, with the sources sorted by length first, so a
-                 batch's loop stops near its own longest sentence.
+  fixed          the TPU form: every sentence of a batch searched until the
+                 last one stops, each step attending to and reordering a
+                 cache of source length + 50 positions;
+  dynamic        the CPU/GPU default: a sentence leaves the search when its
+                 own stop test holds, the cache grows a position a step;
+  dynamic_sorted the same, with the sources sorted by length first.
 Prints each variant's median wall time, generated tokens per second (tokens
 up to and including EOS, padding rows not counted) and its speed-up over
 `fixed`, and fails unless every variant gave every sentence the same ids.
