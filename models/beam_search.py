@@ -88,6 +88,25 @@ def _keep(nested, rows):
   return tf.nest.map_structure(lambda t: tf.boolean_mask(t, rows), nested)
 
 
+def _rows_left(i, rows, *rest):
+  """A dynamic loop's condition: some sentence is still searching."""
+  del i, rest
+  return tf.size(rows) > 0
+
+
+def _drop_done(done, per_row, per_hypothesis=(), beams: int = 1):
+  """(per_row, per_hypothesis) without the sentences that are `done` (and
+  their `beams` hypotheses each); unchanged when none is."""
+  going = tf.logical_not(done)
+  # Not tf.repeat: its output shape, computed from the input's, came out as
+  # the first iteration's inside a while loop (TF 2.21).
+  hypotheses = tf.reshape(tf.tile(going[:, None], [1, beams]), [-1])
+  return tf.cond(
+      tf.reduce_any(done),
+      lambda: (_keep(per_row, going), _keep(per_hypothesis, hypotheses)),
+      lambda: (per_row, per_hypothesis))
+
+
 class _Search:
   """The per-sentence tensors of a beam search: [sentences, K, ...]."""
 
@@ -216,10 +235,6 @@ def beam_search(step_fn: Callable, state, *, batch, beam_size: int,
         shape_invariants=(tf.TensorShape([]), _shapes(search), state_shapes))
     return _Search.answers(search)
 
-  def searching(i, rows, search, state, source, ids, scores):
-    del i, search, state, source, ids, scores
-    return tf.size(rows) > 0
-
   def dynamic_body(i, rows, search, state, source, ids, scores):
     search, state = step(i, search, state, source, tf.size(rows))
     done = tf.logical_or(_Search.stopped(search, max_penalty),
@@ -228,15 +243,8 @@ def beam_search(step_fn: Callable, state, *, batch, beam_size: int,
     where = tf.boolean_mask(rows, done)[:, None]
     ids = tf.tensor_scatter_nd_update(ids, where, done_ids)
     scores = tf.tensor_scatter_nd_update(scores, where, done_scores)
-    searching_rows = tf.logical_not(done)
-    # Not tf.repeat: its output shape, computed from the input's, came out
-    # as the first iteration's inside this loop (TF 2.21).
-    searching_hyps = tf.reshape(tf.tile(searching_rows[:, None], [1, k]), [-1])
-    rows, search, state, source = tf.cond(
-        tf.reduce_any(done),
-        lambda: (_keep(rows, searching_rows), _keep(search, searching_rows),
-                 _keep(state, searching_hyps), _keep(source, searching_hyps)),
-        lambda: (rows, search, state, source))
+    (rows, search), (state, source) = _drop_done(
+        done, (rows, search), (state, source), beams=k)
     return i + 1, rows, search, state, source, ids, scores
 
   loop_vars = (tf.constant(0), tf.range(batch), search, state, source,
@@ -247,7 +255,7 @@ def beam_search(step_fn: Callable, state, *, batch, beam_size: int,
                 _any_first_axis(_shapes(source)),
                 loop_vars[5].shape, loop_vars[6].shape)
   *_, ids, scores = tf.while_loop(
-      searching, dynamic_body, loop_vars, maximum_iterations=max_length,
+      _rows_left, dynamic_body, loop_vars, maximum_iterations=max_length,
       shape_invariants=invariants)
   return ids, scores
 
@@ -291,20 +299,13 @@ def greedy(step_fn: Callable, state, *, batch, max_length: int,
                           state_shapes))
     return ids[:, 1:]
 
-  def searching(i, rows, ids, done, state, source, out):
-    del i, ids, done, state, source, out
-    return tf.size(rows) > 0
-
   def dynamic_body(i, rows, ids, done, state, source, out):
     ids, done, state = step(i, ids, done, state, source)
     done = tf.logical_or(done, i + 1 >= max_length)
     out = tf.tensor_scatter_nd_update(out, tf.boolean_mask(rows, done)[:, None],
                                       tf.boolean_mask(ids[:, 1:], done))
-    going = tf.logical_not(done)
-    rows, ids, done, state, source = tf.cond(
-        tf.reduce_any(done),
-        lambda: _keep((rows, ids, done, state, source), going),
-        lambda: (rows, ids, done, state, source))
+    (rows, ids, done, state, source), _ = _drop_done(
+        done, (rows, ids, done, state, source))
     return i + 1, rows, ids, done, state, source, out
 
   loop_vars = (tf.constant(0), tf.range(batch), ids, done, state, source,
@@ -313,7 +314,7 @@ def greedy(step_fn: Callable, state, *, batch, max_length: int,
                 *_any_first_axis((ids.shape, done.shape, state_shapes,
                                   _shapes(source))),
                 loop_vars[6].shape)
-  *_, out = tf.while_loop(searching, dynamic_body, loop_vars,
+  *_, out = tf.while_loop(_rows_left, dynamic_body, loop_vars,
                           maximum_iterations=max_length,
                           shape_invariants=invariants)
   return out
