@@ -9,9 +9,10 @@ export MALLOC_TRIM_THRESHOLD_ ?= 4294967296
 export MALLOC_TOP_PAD_ ?= 268435456
 PY := $(VENV)/bin/python
 
-$(VENV)/.installed: requirements.txt requirements-test.txt
+$(VENV)/.installed: requirements.txt requirements-test.txt requirements-data.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r requirements.txt -r requirements-test.txt
+	$(VENV)/bin/pip install -q --no-deps -r requirements-data.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -62,6 +63,14 @@ ssd_data: data/ssd_quickstart/categories.json
 ssd_quickstart: venv ssd_data
 	$(PY) train.py --gin_file=gin/ssd_quickstart.gin --model_dir=runs/ssd_$$(date +%Y%m%d_%H%M%S)
 
+data/dlrm_quickstart/metadata.json: | $(VENV)/.installed
+	$(PY) -m tools.build_dlrm_quickstart_data --output_dir=data/dlrm_quickstart
+
+dlrm_data: data/dlrm_quickstart/metadata.json
+
+dlrm_quickstart: venv dlrm_data
+	$(PY) train.py --gin_file=gin/dlrm_quickstart.gin --model_dir=runs/dlrm_$$(date +%Y%m%d_%H%M%S)
+
 quickstart: venv data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
@@ -75,4 +84,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv data bert_data transformer_data ssd_data quickstart bert_quickstart transformer_quickstart ssd_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv data bert_data transformer_data ssd_data dlrm_data quickstart bert_quickstart transformer_quickstart ssd_quickstart dlrm_quickstart test test-fast

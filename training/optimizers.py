@@ -62,6 +62,15 @@ class _Optimizer:
     return [s.assign(v) for s, v in zip(slots, new_slots)] + [
         var.assign(new_var)]
 
+  def update_sparse(self, var, grad: tf.IndexedSlices, slots, lr, step, *,
+                    decay: bool):
+    """One update of one device copy from a gradient that is the rows a
+    batch touched (an embedding lookup's). Rules whose every row moves
+    whatever the gradient (momentum, weight decay, Adam) apply it densely:
+    the same update; `Sgd` changes only the rows touched."""
+    return self.update(var, tf.convert_to_tensor(grad), slots, lr, step,
+                       decay=decay)
+
 
 def _schedule_keys(schedule, prefix: str) -> dict:
   """The schedule's values under MLPerf's `<prefix>opt_...` key names."""
@@ -126,6 +135,38 @@ class Lars(_Optimizer):
         'lars_opt_momentum': self.momentum,
         'lars_opt_weight_decay': self.weight_decay,
     }
+
+
+class Sgd(_Optimizer):
+  """Plain SGD, w = w - lr * g (Google's v0.7 DLRM:
+  tf.train.GradientDescentOptimizer, and the TPU embedding's
+  StochasticGradientDescentParameters). A sparse gradient (the rows an
+  embedding lookup touched, repeats summed) changes those rows only."""
+
+  def __init__(self, *, exclude=lambda name: False):
+    super().__init__(weight_decay=0.0, exclude=exclude)
+
+  def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
+    del slots, step, decay, norm
+    return var - lr * grad, []
+
+  def update_sparse(self, var, grad, slots, lr, step, *, decay: bool):
+    del slots, step, decay
+    return [var.scatter_sub(tf.IndexedSlices(
+        tf.cast(lr, grad.values.dtype) * grad.values, grad.indices,
+        grad.dense_shape))]
+
+  def mlperf_params(self, schedule) -> dict:
+    """DLRM's keys (the 0.7.0 checker's closed_dlrm.yaml)."""
+    d = schedule.describe()
+    keys = {'opt_base_learning_rate': d['base_learning_rate'],
+            'sgd_opt_base_learning_rate': d['base_learning_rate'],
+            'sgd_opt_learning_rate_decay_poly_power': d.get('decay_power', 1),
+            'sgd_opt_learning_rate_decay_steps': d.get('decay_steps', 0),
+            'opt_learning_rate_warmup_steps': d.get('warmup_steps', 0)}
+    if 'decay_start_step' in d:
+      keys['lr_decay_start_steps'] = d['decay_start_step']
+    return keys
 
 
 class SgdMomentum(_Optimizer):

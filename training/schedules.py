@@ -282,3 +282,60 @@ class GoogleSsdV07:
             'warmup_epochs': self.warmup_epochs,
             'boundary_epochs': list(self.boundary_epochs),
             'decay_steps': self.decay_steps}
+
+
+class GoogleDlrmV07:
+  """Google's MLPerf v0.7 DLRM schedule (utils.py `lr_fn`, the same for the
+  embedding tables in feature_config.py): the base rate scaled by batch /
+  2048, reached linearly over `warmup_steps`, held, then from
+  `decay_start_step` decayed as (1 - done / decay_steps)^2, never under
+  1e-7. In float32, in their order of operations:
+
+    peak = base x batch / 2048;  rate = peak / warmup
+    warm(s) = peak - (warmup - s) x rate
+    decay(s) = max(peak x ((decay_steps - min(s - start, decay_steps))
+                           / decay_steps)^2, 1e-7)
+    lr(s) = warm(s) if s < warmup; decay(s) if s > start; else peak
+  """
+
+  def __init__(self, *, base: float, warmup_steps: int, decay_start_step: int,
+               decay_steps: int, global_batch_size: int,
+               steps_per_epoch: float = 0.0, total_steps: int = 0,
+               reference_batch: float = 2048.0):
+    del steps_per_epoch, total_steps  # Google's steps are absolute.
+    if warmup_steps < 0 or decay_steps < 0 or decay_start_step < 0:
+      raise ValueError(
+          f'GoogleDlrmV07 steps must be >= 0: warmup_steps {warmup_steps}, '
+          f'decay_start_step {decay_start_step}, decay_steps {decay_steps}.')
+    if decay_steps and decay_start_step < warmup_steps:
+      raise ValueError(
+          f'`decay_start_step` ({decay_start_step}) comes before the warmup '
+          f'ends ({warmup_steps}).')
+    self.base, self.warmup_steps = base, warmup_steps
+    self.decay_start_step, self.decay_steps = decay_start_step, decay_steps
+    self.peak = base * (global_batch_size / reference_batch)
+
+  def __call__(self, step):
+    peak = tf.constant(self.peak, tf.float32)
+    if not self.warmup_steps:
+      return peak
+    step = tf.cast(step, tf.float32)
+    warmup = tf.constant(self.warmup_steps, tf.float32)
+    decay_steps = tf.constant(self.decay_steps, tf.float32)
+    start = tf.constant(self.decay_start_step, tf.float32)
+    warm = peak - (warmup - step) * (peak / warmup)
+    is_warm = tf.cast(step < warmup, tf.float32)
+    if not self.decay_steps:  # Their decay would divide by 0.
+      return is_warm * warm + (1.0 - is_warm) * peak
+    done = tf.minimum(step - start, decay_steps)
+    decay = tf.maximum(peak * ((decay_steps - done) / decay_steps)**2.0,
+                       tf.constant(1e-7))
+    is_decay = tf.cast(step > start, tf.float32)
+    is_middle = tf.cast(tf.equal(is_warm + is_decay, 0.0), tf.float32)
+    return is_warm * warm + is_middle * peak + is_decay * decay
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.peak, 'decay_power': 2,
+            'decay_steps': self.decay_steps,
+            'decay_start_step': self.decay_start_step,
+            'warmup_steps': self.warmup_steps}

@@ -85,8 +85,33 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
       all-reduce.
   """
   ctx = tf.distribute.get_replica_context()
-  # Embedding lookups give IndexedSlices; the updates here are dense.
-  grads = [tf.convert_to_tensor(g) for g in grads]
+  sparse = [isinstance(g, tf.IndexedSlices) for g in grads]
+  if options.clip_norm or not any(sparse):
+    # Embedding lookups give IndexedSlices (the rows a batch touched). A
+    # clip's norm needs their repeats summed: clipped gradients are dense.
+    return _all_reduce_dense([tf.convert_to_tensor(g) for g in grads],
+                             options=options, replica_factor=replica_factor,
+                             summation=summation)
+  # Sparse gradients stay sparse: their all-reduce gathers every replica's
+  # rows and values (bytes in proportion to batch x width, not to the
+  # table), and the optimizer updates those rows (Optimizer.update_sparse).
+  dense = _all_reduce_dense([g for g, s in zip(grads, sparse) if not s],
+                            options=options, replica_factor=replica_factor,
+                            summation=summation) if not all(sparse) else []
+  dtype = ALLREDUCE_DTYPES[options.allreduce_dtype]
+  rows = [tf.IndexedSlices(tf.cast(g.values, dtype), g.indices, g.dense_shape)
+          for g, s in zip(grads, sparse) if s]
+  rows = [tf.IndexedSlices(tf.cast(g.values, tf.float32), g.indices,
+                           g.dense_shape)
+          for g in ctx.all_reduce(tf.distribute.ReduceOp.SUM, rows)]
+  dense, rows = iter(dense), iter(rows)
+  return [next(rows) if s else next(dense) for s in sparse]
+
+
+def _all_reduce_dense(grads, *, options, replica_factor, summation):
+  if not grads:
+    return []
+  ctx = tf.distribute.get_replica_context()
   if options.clip_norm and options.clip_before_allreduce:
     grads, _ = tf.clip_by_global_norm([g * replica_factor for g in grads],
                                       options.clip_norm)
@@ -141,7 +166,9 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   def apply_updates(distribution, grads, state_values):
     lr = learning_rate(step)
     for var, var_slots, grad, decay in zip(variables, slots, grads, decays):
-      distribution.extended.update(var, optimizer.update,
+      rule = (optimizer.update_sparse if isinstance(grad, tf.IndexedSlices)
+              else optimizer.update)
+      distribution.extended.update(var, rule,
                                    args=(grad, var_slots, lr, step),
                                    kwargs={'decay': decay}, group=False)
     assign(distribution, [model.state[n] for n in state_names], state_values)
@@ -175,6 +202,8 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)
     if weight_update_sharding:
+      # Each replica updates a slice of every weight: dense gradients.
+      grads = [tf.convert_to_tensor(g) for g in grads]
       new_values = wus.sharded_updates(
           strategy=strategy, optimizer=optimizer, variables=variables,
           slots=slots, grads=grads, decays=decays, lr=learning_rate(step),

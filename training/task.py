@@ -142,6 +142,15 @@ class Optimizer(Protocol):
   def update(self, var, grad, slots, lr, step, *, decay: bool) -> list:
     """Applies one update to one device copy; returns the assign ops."""
 
+  def update_sparse(self, var, grad: tf.IndexedSlices, slots, lr, step, *,
+                    decay: bool) -> list:
+    """`update` for a sparse gradient: an embedding lookup's, the rows the
+    batch touched (`grad.indices`, repeats allowed: their values add up)
+    and their values, summed over the replicas by the train step (an
+    all-gather of indices and values, never a table-sized tensor). A rule
+    that changes only those rows (and only their slots) scatters into
+    them; one whose every row moves anyway may densify the gradient."""
+
   def loss_weight_decay(self) -> float:
     """An L2 coefficient the runtime adds to the loss (0 if decoupled)."""
 
