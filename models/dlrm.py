@@ -95,6 +95,10 @@ class Dlrm(tf.Module):
     num_features = len(self.vocab_sizes) + 1
     top_in = num_features * (num_features - 1) // 2 + embedding_dim
     self.top = self._mlp('top', top_in, top_mlp, seed + 1, top=True)
+    # Every weight by its name (checkpoints and tests read them so).
+    self.params = {v.name.split(':')[0]: v for v in [
+        *self.tables, *[w for layer in self.bottom + self.top
+                        for w in layer]]}
 
   @staticmethod
   def _mlp(name: str, fan_in: int, widths, seed: int, *, top: bool):

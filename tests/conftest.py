@@ -204,3 +204,16 @@ def ssd_data(tmp_path_factory):
     build_ssd_quickstart_data.build(str(out), train_canvases=40,
                                     eval_digits=40)
   return built_once(tmp_path_factory, 'ssd_data', build)[0]
+
+
+@pytest.fixture(scope='session')
+def dlrm_data(tmp_path_factory):
+  """The DLRM quickstart's records (MovieLens-100k from the recbole
+  wheel, tools.build_dlrm_quickstart_data): 65,570 training and 7,285 eval
+  impressions, about 8 s to build."""
+  from tools import build_dlrm_quickstart_data
+
+  def build(out):
+    return build_dlrm_quickstart_data.build(
+        str(out), build_dlrm_quickstart_data.movielens_folder())
+  return built_once(tmp_path_factory, 'dlrm_data', build)[0]

@@ -1,0 +1,30 @@
+"""One worker of the 2-process DLRM test.
+
+  python -m tests.dlrm_worker_main OUT.npz DATA_DIR MODEL_DIR [NAME=VALUE ...]
+TF_CONFIG must be set. Trains gin/dlrm_quickstart.gin briefly and saves the
+final weights, the last evaluation's metrics and the quality.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from tests import helpers
+from tests import test_dlrm_train
+
+
+def main(out, data_dir, model_dir, *overrides):
+  result = helpers.run_gin(
+      ['gin/dlrm_quickstart.gin', 'gin/hardware/multi_worker.gin'],
+      test_dlrm_train.bindings(data_dir, model_dir, **dict(
+          o.split('=', 1) for o in overrides)))
+  np.savez(out, **{k.replace('/', '.'): v.numpy()
+                   for k, v in result.model.params.items()})
+  with open(out + '.json', 'w') as f:
+    json.dump({'quality': result.quality, 'metrics': result.evals[-1][3],
+               'step': result.step}, f)
+
+
+if __name__ == '__main__':
+  main(*sys.argv[1:])
