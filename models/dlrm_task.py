@@ -37,7 +37,7 @@ def check_table_sizes(table_sizes, vocab_sizes, feature_names) -> list[int]:
           f'DlrmTask.table_sizes gives feature {name!r} {rows} rows, but its '
           f'vocabulary has {vocab}: ids would fall outside the table. '
           'Raise the size or convert the data with a smaller vocabulary '
-          '(tools.convert_criteo --max_rows hashes ids into that many).')
+          '(python -m tools.convert_criteo --vocab=hash --table_sizes=...).')
   return list(table_sizes)
 
 

@@ -2,6 +2,7 @@
 all: shards of tf.train.Examples and metadata.json, through
 tools/staged_files.py."""
 
+import contextlib
 import json
 import os
 
@@ -27,16 +28,29 @@ def shard_paths(output_dir: str, prefix: str, shards: int) -> list[str]:
           for i in range(shards)]
 
 
+@contextlib.contextmanager
+def shard_writers(paths: list[str]):
+  """Yields write(row, label, dense, sparse): row r goes to shard r mod S
+  (every host's files hold an even share). The shards are staged and appear
+  only when the block ends normally (tools/staged_files.py)."""
+  with staged_files.staged(paths) as temporaries:
+    writers = [tf.io.TFRecordWriter(t) for t in temporaries]
+    try:
+      def write(row, label, dense, sparse):
+        writers[row % len(writers)].write(example(label, dense, sparse))
+      yield write
+    finally:
+      for writer in writers:
+        writer.close()
+
+
 def write_arrays(paths: list[str], labels, dense, sparse) -> None:
-  """Rows i, i + S, ... to shard i of S (each host's files hold an even
-  share), every shard complete before any appears."""
+  """Every row of the arrays, through shard_writers."""
   labels, dense, sparse = (np.asarray(labels), np.asarray(dense, np.float32),
                            np.asarray(sparse, np.int64))
-  with staged_files.staged(paths) as temporaries:
-    for shard, temporary in enumerate(temporaries):
-      with tf.io.TFRecordWriter(temporary) as writer:
-        for i in range(shard, len(labels), len(paths)):
-          writer.write(example(labels[i], dense[i], sparse[i]))
+  with shard_writers(paths) as write:
+    for i in range(len(labels)):
+      write(i, labels[i], dense[i], sparse[i])
 
 
 def write_metadata(output_dir: str, *, dense_features, sparse_features,
