@@ -126,6 +126,13 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
       lock.release()
 
 
+def _both(first, second):
+  """One before-save call of two (either may be None)."""
+  if not (first and second):
+    return first or second
+  return lambda: (first(), second())
+
+
 def lock_model_dir(model_dir: str, chief: bool, worker_sum):
   """The chief locks model_dir for the whole job; all workers learn whether
   it could (a refused chief alone would leave the others waiting)."""
@@ -169,11 +176,13 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
   plan.built(model=model, optimizer=optimizer)
   slots, before_save = plan.checkpoint_optimizer(
       optimizer, list(model.trainable_variables))
+  saved_model, before_model_save = plan.checkpoint_model(model)
+  before_save = _both(before_save, before_model_save)
   checkpointer = checkpoints.Checkpointer(
       model_dir=model_dir, chief=chief, worker_id=worker_id,
       max_to_keep=schedule.max_checkpoints, restart=options.restart,
       before_save=before_save, collective_save=plan.collective_save,
-      model=model, optimizer=slots, step=step)
+      model=saved_model, optimizer=slots, step=step)
 
   def check_start(start_step):
     # A read error on one worker only would leave the workers at different

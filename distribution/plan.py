@@ -29,12 +29,14 @@ spreading a step (sharded embedding tables next) is one more class with
 these answers: docs/architecture.md, "Adding a parallelism plan".
 """
 
+import contextlib
 import dataclasses
 import math
 from typing import Callable, ContextManager, Protocol
 
 import tensorflow as tf
 
+from distribution import embedding_tables
 from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
@@ -81,6 +83,10 @@ class Plan(Protocol):
     """(What a checkpoint saves for the optimizer's slots, the call to make
     before each save or None)."""
 
+  def checkpoint_model(self, model):
+    """(What a checkpoint saves for the model: its unsharded layout, the
+    call to make before each save or None)."""
+
 
 class DataParallel:
   """A tf.distribute strategy's replicas; optionally weight-update sharded
@@ -93,7 +99,8 @@ class DataParallel:
                weight_update_sharding: bool = False,
                spatial_partitions: int = 1,
                spatial_feature: str | None = None,
-               spatial_row_multiple: int | None = None):
+               spatial_row_multiple: int | None = None,
+               embedding_sharding: str = 'none', sharded_tables: int = 0):
     """Makes the strategy.
 
     Args:
@@ -106,6 +113,10 @@ class DataParallel:
         image along its height (1: none).
       spatial_feature, spatial_row_multiple: the task's image feature and
         the multiple its slices' rows must be (input_pipeline/spatial.py).
+      embedding_sharding: 'none', or 'mod' / 'div': the largest embedding
+        tables' rows split over the replicas (distribution/
+        embedding_tables.py).
+      sharded_tables: how many of the largest tables ('0': all).
 
     Raises:
       ValueError: the replicas do not fit the slice or the partitions.
@@ -124,6 +135,16 @@ class DataParallel:
     self.weight_update_sharding = weight_update_sharding
     self.spatial_partitions = spatial_partitions
     self._spatial = (spatial_feature, spatial_row_multiple)
+    self.tables = None
+    if embedding_sharding != 'none':
+      if weight_update_sharding:
+        raise ValueError(
+            'EMBEDDING_SHARDING and WEIGHT_UPDATE_SHARDING together are not '
+            'supported yet: the sharded tables are updated on their owners, '
+            'the rest by every replica. Set one of them.')
+      self.tables = embedding_tables.ShardedTables(
+          strategy=self.strategy, partition=embedding_sharding,
+          sharded=sharded_tables)
     if spatial_partitions != 1:
       check_spatial_options(
           spatial_feature=spatial_feature,
@@ -131,8 +152,14 @@ class DataParallel:
           local_replicas=len(self.strategy.extended.worker_devices),
           deterministic=deterministic)
 
+  @contextlib.contextmanager
   def scope(self):
-    return self.strategy.scope()
+    with self.strategy.scope():
+      if self.tables is None:
+        yield
+      else:
+        with embedding_tables.tables_scope(self.tables):
+          yield
 
   def train_batch_replicas(self) -> int:
     # Each group of spatial partitions is one data-parallel replica.
@@ -143,7 +170,21 @@ class DataParallel:
             if self.weight_update_sharding else None)
 
   def built(self, *, model, optimizer) -> None:
-    del model, optimizer
+    del model
+    if self.tables is None:
+      return
+    if not self.tables.rows:
+      raise ValueError(
+          'EMBEDDING_SHARDING is set, but the model made no embedding '
+          'tables through the plan (distribution/embedding_tables.py): '
+          'leave it \'none\' for this task.')
+    if getattr(optimizer, 'slot_names', ()):
+      raise ValueError(
+          f'EMBEDDING_SHARDING updates a table\'s rows on their owner, with '
+          f'no slots there yet; {type(optimizer).__name__} keeps '
+          f'{optimizer.slot_names}. Use training.optimizers.Sgd (Google\'s '
+          'v0.7 DLRM optimizer) or leave the tables whole.')
+    self.tables.initialize()
 
   def distribute(self, dataset_fn, global_batch_size, *, training: bool):
     del global_batch_size  # The strategy's InputContext carries it.
@@ -160,7 +201,9 @@ class DataParallel:
   def train_loop_options(self) -> dict:
     return {'gradients': self.gradients,
             'weight_update_sharding': self.weight_update_sharding,
-            'replicas_in_batch': 1}
+            'replicas_in_batch': 1,
+            'local_variables': (self.tables.local_variables() if self.tables
+                                else ())}
 
   def checkpoint_optimizer(self, optimizer, variables):
     if not self.weight_update_sharding:
@@ -168,6 +211,14 @@ class DataParallel:
     sharded = wus.ShardedSlots.for_optimizer(
         strategy=self.strategy, optimizer=optimizer, variables=variables)
     return sharded.views, sharded.gather
+
+  def checkpoint_model(self, model):
+    if self.tables is None:
+      return model, None
+    params, gather = self.tables.checkpoint_view(model.params)
+    view = tf.Module()  # The model's tracked attributes, tables whole.
+    view.params, view.state = params, model.state
+    return view, gather
 
 
 class Mesh:
@@ -249,6 +300,9 @@ class Mesh:
     del variables
     return optimizer.slots, None
 
+  def checkpoint_model(self, model):
+    return model, None
+
 
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
@@ -266,12 +320,20 @@ class PlanOptions:
     spatial_partitions: split each training image along its height over
       this many consecutive replicas (the task's `spatial_feature`; the
       model must be built for it). Evaluation stays on whole images.
+    embedding_sharding: 'mod' or 'div': each of the largest embedding
+      tables' rows split over the replicas, looked up on their owners and
+      updated there (distribution/embedding_tables.py); 'none': whole
+      tables on every replica. Checkpoints keep the tables whole.
+    sharded_tables: how many of the largest tables are sharded (0: all;
+      Google's v0.7 DLRM: 13 of 26).
   """
   distribution: strategies.StrategyConfig = strategies.StrategyConfig()
   mesh: mesh_lib.MeshConfig = mesh_lib.MeshConfig()
   gradients: step_lib.GradientOptions = step_lib.GradientOptions()
   weight_update_sharding: bool = False
   spatial_partitions: int = 1
+  embedding_sharding: str = 'none'
+  sharded_tables: int = 0
 
   def make(self, *, task, deterministic: bool) -> Plan:
     """The plan these options describe: a mesh when it has a shape (its
@@ -281,18 +343,22 @@ class PlanOptions:
       return Mesh(mesh=self.mesh, distribution=self.distribution,
                   deterministic=deterministic, gradients=self.gradients,
                   weight_update_sharding=self.weight_update_sharding,
-                  spatial_partitions=self.spatial_partitions)
+                  spatial_partitions=self.spatial_partitions,
+                  embedding_sharding=self.embedding_sharding)
     return DataParallel(
         distribution=self.distribution, gradients=self.gradients,
         deterministic=deterministic,
         weight_update_sharding=self.weight_update_sharding,
         spatial_partitions=self.spatial_partitions,
         spatial_feature=getattr(task, 'spatial_feature', None),
-        spatial_row_multiple=getattr(task, 'spatial_row_multiple', None))
+        spatial_row_multiple=getattr(task, 'spatial_row_multiple', None),
+        embedding_sharding=self.embedding_sharding,
+        sharded_tables=self.sharded_tables)
 
 
 def check_mesh_options(*, distribution, gradients, weight_update_sharding,
-                       deterministic, spatial_partitions, mesh_shape=()):
+                       deterministic, spatial_partitions, mesh_shape=(),
+                       embedding_sharding='none'):
   """A mesh replaces the strategy's replicas: options for replicas are
   errors, named before anything runs."""
   if distribution.kind == 'tpu' and distribution.accelerator and mesh_shape:
@@ -325,6 +391,11 @@ def check_mesh_options(*, distribution, gradients, weight_update_sharding,
         f'SPATIAL_PARTITIONS ({spatial_partitions}) splits images over a '
         "strategy's replicas; under MESH_SHAPE there are none. Set one or "
         'the other.')
+  if embedding_sharding != 'none':
+    raise ValueError(
+        f'EMBEDDING_SHARDING ({embedding_sharding!r}) splits tables over a '
+        "strategy's replicas; under MESH_SHAPE there are none (a mesh "
+        'shards a table by its sharding rules). Set one or the other.')
   if weight_update_sharding:
     raise ValueError(
         'weight_update_sharding shards over a strategy\'s replicas; under '

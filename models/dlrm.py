@@ -23,9 +23,9 @@ Google's `dlrm.py` (dlrm-research-TF-tpu-v4-128) read line by line:
   computed from the logit (the same value where the probability is not
   within 1e-7 of 0 or 1, and finite where it is).
 
-The lookup goes through `embeddings` (models/embeddings.py): plain gathers
-from whole tables by default; a parallelism plan may shard the tables over
-the replicas (distribution/plan.py) without this file changing.
+The tables and the lookup are the run's plan's (distribution/
+embedding_tables.py): plain gathers from whole tables by default, or rows
+sharded over the replicas (EMBEDDING_SHARDING), without this file changing.
 """
 
 import math
@@ -33,7 +33,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from models import embeddings as embeddings_lib
+from distribution import embedding_tables
 from models import layers
 
 
@@ -66,8 +66,8 @@ class Dlrm(tf.Module):
       compute_dtype: 'float32' or 'bfloat16' (the MLPs and interactions;
         tables and weights stay float32).
       seed: initial weights.
-      embeddings: makes and looks up the tables (models.embeddings;
-        default `ReplicatedTables`: every replica holds every table).
+      embeddings: makes and looks up the tables (default: the enclosing
+        plan's, distribution.embedding_tables.current()).
 
     Raises:
       ValueError: widths that do not fit together, named.
@@ -88,21 +88,38 @@ class Dlrm(tf.Module):
     self.num_dense, self.embedding_dim = num_dense, embedding_dim
     self.dtype = layers.compute_dtype(compute_dtype)
     self.state = {}
-    self.embeddings = embeddings or embeddings_lib.ReplicatedTables()
-    self.tables = self.embeddings.make_tables(
-        self.vocab_sizes, embedding_dim, seed=seed)
-    self.bottom = self._mlp('bottom', num_dense, bottom_mlp, seed, top=False)
+    self.embeddings = embeddings or embedding_tables.current()
+    # Every weight by its name, the only tracked attribute: checkpoints
+    # read and write them so, whichever plan made the tables.
+    self.params = dict(self.embeddings.make_tables(
+        self.vocab_sizes, embedding_dim, seed=seed))
+    self._num_bottom, self._num_top = len(bottom_mlp), len(top_mlp)
     num_features = len(self.vocab_sizes) + 1
     top_in = num_features * (num_features - 1) // 2 + embedding_dim
-    self.top = self._mlp('top', top_in, top_mlp, seed + 1, top=True)
-    # Every weight by its name (checkpoints and tests read them so).
-    self.params = {v.name.split(':')[0]: v for v in [
-        *self.tables, *[w for layer in self.bottom + self.top
-                        for w in layer]]}
+    self.params.update(self._mlp('bottom', num_dense, bottom_mlp, seed,
+                                 top=False))
+    self.params.update(self._mlp('top', top_in, top_mlp, seed + 1, top=True))
+
+  @property
+  def tables(self) -> list:
+    return [self.params[embedding_tables.table_name(t)]
+            for t in range(len(self.vocab_sizes))]
+
+  @property
+  def bottom(self) -> list:
+    return [(self.params[f'bottom/layer{i}/kernel'],
+             self.params[f'bottom/layer{i}/bias'])
+            for i in range(self._num_bottom)]
+
+  @property
+  def top(self) -> list:
+    return [(self.params[f'top/layer{i}/kernel'],
+             self.params[f'top/layer{i}/bias'])
+            for i in range(self._num_top)]
 
   @staticmethod
-  def _mlp(name: str, fan_in: int, widths, seed: int, *, top: bool):
-    weights = []
+  def _mlp(name: str, fan_in: int, widths, seed: int, *, top: bool) -> dict:
+    weights = {}
     for i, width in enumerate(widths):
       layer_seed = (seed * 1009 + i, 1 + top)
       if top:  # RandomNormal(sqrt(2 / (fan_in + fan_out))).
@@ -116,8 +133,9 @@ class Dlrm(tf.Module):
       bias = tf.random.stateless_normal(
           [width], seed=(layer_seed[0], 10 + top),
           stddev=math.sqrt(1.0 / width))
-      weights.append((tf.Variable(kernel, name=f'{name}/layer{i}/kernel'),
-                      tf.Variable(bias, name=f'{name}/layer{i}/bias')))
+      for part, value in (('kernel', kernel), ('bias', bias)):
+        weights[f'{name}/layer{i}/{part}'] = tf.Variable(
+            value, name=f'{name}/layer{i}/{part}')
       fan_in = width
     return weights
 

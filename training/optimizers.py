@@ -152,9 +152,12 @@ class Sgd(_Optimizer):
 
   def update_sparse(self, var, grad, slots, lr, step, *, decay: bool):
     del slots, step, decay
-    return [var.scatter_sub(tf.IndexedSlices(
-        tf.cast(lr, grad.values.dtype) * grad.values, grad.indices,
-        grad.dense_shape))]
+    # The raw op on the handle: in a replica context a replica-local
+    # variable's handle is that replica's copy (a sharded table's shard),
+    # whose `scatter_sub` TensorFlow refuses; a plain variable's is itself.
+    return [tf.raw_ops.ResourceScatterSub(
+        resource=var.handle, indices=grad.indices,
+        updates=tf.cast(lr, grad.values.dtype) * grad.values)]
 
   def mlperf_params(self, schedule) -> dict:
     """DLRM's keys (the 0.7.0 checker's closed_dlrm.yaml)."""

@@ -139,7 +139,7 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                     step: tf.Variable,
                     gradients: GradientOptions = GradientOptions(),
                     weight_update_sharding: bool = False,
-                    replicas_in_batch: int = 1):
+                    replicas_in_batch: int = 1, local_variables=()):
   """Returns train_loop(iterator, num_steps) -> mean loss over the steps.
 
   The loss reported is the replicas' own mean losses averaged (share x
@@ -149,9 +149,13 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   (training/weight_update_sharding.py; slots built with its make_slot).
   `replicas_in_batch` > 1: one replica's batch stacks that many
   data-parallel replicas' batches (a mesh's batch shards), each normalised
-  as its own replica (training/losses.py).
+  as its own replica (training/losses.py). `local_variables`: variables
+  each replica holds its own part of (sharded embedding tables:
+  distribution/embedding_tables.py) whose gradient is complete on its
+  replica; each replica applies it to its own copy, with no all-reduce.
   """
   variables = list(model.trainable_variables)
+  local_variables = list(local_variables)
   slots = optimizer.slots_for(variables)
   decays = [optimizer.takes_decay(v) for v in variables]
   state_names = sorted(model.state)
@@ -188,16 +192,23 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   def replica_step(batch):
     ctx = tf.distribute.get_replica_context()
     with tf.GradientTape() as tape:
+      if local_variables:
+        tape.watch(local_variables)
       with losses.replicas_in_batch(replicas_in_batch):
         share, state_updates = task.loss_share(model, batch)
       loss = share.value
       if weight_decay:
         loss += (weight_decay * l2_loss(variables, decays) /
                  ctx.num_replicas_in_sync)
-    grads = all_reduce_gradients(tape.gradient(loss, variables),
+    all_grads = tape.gradient(loss, variables + local_variables)
+    grads = all_reduce_gradients(all_grads[:len(variables)],
                                  options=gradients,
                                  replica_factor=share.replica_factor,
                                  summation=summation)
+    lr = learning_rate(step)
+    for var, grad in zip(local_variables, all_grads[len(variables):]):
+      # A replica's own copy (its shard): its rows, for every replica's batch.
+      optimizer.update_sparse(var, grad, (), lr, step, decay=False)
     state_values = [state_updates[n] for n in state_names]
     if state_values:
       state_values = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, state_values)
