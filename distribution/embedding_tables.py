@@ -60,20 +60,29 @@ class EmbeddingTables(Protocol):
     """ids [b, T] (row of table t in column t) -> vectors [b, T, dim]."""
 
 
-def initial_value(rows: int, dim: int, seed, shape=None):
-  """U(-1/sqrt(rows), 1/sqrt(rows)) of a table of `rows` rows (shape: a
-  shard's, default the whole table's)."""
+# Rows of a table drawn together: a table's initial value is its blocks'
+# draws, so any replica can make its own rows without the whole table.
+INIT_BLOCK_ROWS = 8192
+
+
+def initial_value(rows: int, dim: int, seed: int, t: int, keep=None):
+  """Table t's initial rows, U(-1/sqrt(rows), 1/sqrt(rows)) as the MLPerf
+  reference's, drawn in blocks of INIT_BLOCK_ROWS rows from (seed, t,
+  block); `keep(start, block)` -> the rows of the block starting at row
+  `start` to keep (default all), so a shard holds exactly the whole table's
+  values of its rows."""
   limit = 1.0 / math.sqrt(rows)
-  return tf.random.stateless_uniform(shape or [rows, dim], seed=seed,
-                                     minval=-limit, maxval=limit)
+  parts = []
+  for block, start in enumerate(range(0, rows, INIT_BLOCK_ROWS)):
+    values = tf.random.stateless_uniform(
+        [min(INIT_BLOCK_ROWS, rows - start), dim],
+        seed=[seed * 1000 + t, block], minval=-limit, maxval=limit)
+    parts.append(keep(start, values) if keep else values)
+  return tf.concat(parts, axis=0)
 
 
 def table_name(t: int) -> str:
   return f'embedding/table{t}'
-
-
-def _seed(seed: int, t: int, part: int = 0):
-  return tf.constant([seed * 1000 + t, 77 + part], tf.int64)
 
 
 class ReplicatedTables:
@@ -81,7 +90,7 @@ class ReplicatedTables:
   EmbeddingTables."""
 
   def make_tables(self, vocab_sizes, dim, *, seed):
-    return {table_name(t): tf.Variable(initial_value(rows, dim, _seed(seed, t)),
+    return {table_name(t): tf.Variable(initial_value(rows, dim, seed, t),
                                        name=table_name(t))
             for t, rows in enumerate(vocab_sizes)}
 
@@ -148,7 +157,7 @@ class ShardedTables:
     for t, rows in enumerate(vocab_sizes):
       name = table_name(t)
       if t not in self._order:
-        tables[name] = tf.Variable(initial_value(rows, dim, _seed(seed, t)),
+        tables[name] = tf.Variable(initial_value(rows, dim, seed, t),
                                    name=name)
         continue
       # Each replica's copy is its own shard; `initialize` fills them.
@@ -175,24 +184,24 @@ class ShardedTables:
     return replica * per + local
 
   def initialize(self) -> None:
-    """Fills every replica's shards with its rows' initial values (a
-    function of the seed, the table and the replica)."""
-    names = sorted(self._shard_vars)
-
-    def one_replica():
-      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-      for name in names:
-        t = int(name[len('embedding/table'):])
-        shard = self._shard_vars[name]
-        seed = tf.stack([tf.constant(self._seed * 1000 + t, tf.int64),
-                         1000 + tf.cast(replica, tf.int64)])
-        value = initial_value(self.rows[name], self.dim, seed,
-                              shape=shard.shape)
-        # Rows past the table's end (padding of the last shards) stay 0.
-        real = self._rows_of(name, replica) < self.rows[name]
-        shard.assign(tf.where(real[:, None], value, 0.0))
-
-    self.strategy.run(tf.function(one_replica, autograph=False))
+    """Fills every local replica's shards with the whole table's initial
+    values of its rows (the unsharded model's, drawn block by block)."""
+    local = len(self.strategy.extended.worker_devices)
+    first = strategies.worker_id(self.strategy) * local
+    n = self.shards
+    for name, shard in self._shard_vars.items():
+      t, rows = int(name[len('embedding/table'):]), self.rows[name]
+      per = shard_rows(rows, n)
+      for replica, copy in zip(range(first, first + local),
+                               self.strategy.experimental_local_results(shard)):
+        if self.partition == 'mod':
+          keep = lambda start, block, r=replica: block[(r - start) % n::n]
+        else:
+          keep = lambda start, block, r=replica: block[
+              max(r * per - start, 0):max((r + 1) * per - start, 0)]
+        with tf.device(copy.device):
+          value = initial_value(rows, self.dim, self._seed, t, keep)
+          copy.assign(tf.pad(value, [[0, per - value.shape[0]], [0, 0]]))
 
   def lookup(self, tables, ids):
     tables = list(tables)

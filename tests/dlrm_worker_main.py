@@ -2,7 +2,8 @@
 
   python -m tests.dlrm_worker_main OUT.npz DATA_DIR MODEL_DIR [NAME=VALUE ...]
 TF_CONFIG must be set. Trains gin/dlrm_quickstart.gin briefly and saves the
-final weights, the last evaluation's metrics and the quality.
+final checkpoint's weights (tables whole, however the run sharded them),
+the last evaluation's metrics and the quality.
 """
 
 import json
@@ -19,8 +20,11 @@ def main(out, data_dir, model_dir, *overrides):
       ['gin/dlrm_quickstart.gin', 'gin/hardware/multi_worker.gin'],
       test_dlrm_train.bindings(data_dir, model_dir, **dict(
           o.split('=', 1) for o in overrides)))
-  np.savez(out, **{k.replace('/', '.'): v.numpy()
-                   for k, v in result.model.params.items()})
+  tensors = helpers.checkpoint_tensors(model_dir)
+  prefix, suffix = 'model/params/', '/.ATTRIBUTES/VARIABLE_VALUE'
+  # A '/' in a checkpoint key's dict key is written '.S'.
+  np.savez(out, **{k[len(prefix):-len(suffix)].replace('.S', '.'): v
+                   for k, v in tensors.items() if k.startswith(prefix)})
   with open(out + '.json', 'w') as f:
     json.dump({'quality': result.quality, 'metrics': result.evals[-1][3],
                'step': result.step}, f)

@@ -81,16 +81,34 @@ def test_three_replicas_reach_the_target_with_sklearns_auc(dlrm_data,
       checked.stdout + checked.stderr)[-2000:]
 
 
-def test_two_processes_score_every_example_once(dlrm_data, tmp_path):
-  model_dir = str(tmp_path / 'run')
+def two_processes(data_dir, out_dir, *overrides):
+  model_dir = str(out_dir / 'run')
   helpers.run_worker_processes(
-      ['tests.dlrm_worker_main', dlrm_data, model_dir, 'EVAL_BATCH_SIZE=998'],
-      tmp_path)
-  outputs = [json.load(open(tmp_path / f'w{i}.npz.json')) for i in range(2)]
+      ['tests.dlrm_worker_main', data_dir, model_dir, 'EVAL_BATCH_SIZE=998',
+       'CHECKPOINT_EVERY_STEPS=40', *overrides], out_dir)
+  outputs = [json.load(open(out_dir / f'w{i}.npz.json')) for i in range(2)]
+  saved = np.load(out_dir / 'w0.npz')
+  return outputs, {k.replace('.', '/'): saved[k] for k in saved.files}
+
+
+def test_two_processes_score_every_example_once_sharded_or_not(dlrm_data,
+                                                              tmp_path):
+  (tmp_path / 'plain').mkdir()
+  (tmp_path / 'sharded').mkdir()
+  outputs, weights = two_processes(dlrm_data, tmp_path / 'plain')
   # Both workers score the same statistics: one AUC, every example once.
   assert outputs[0]['quality'] == outputs[1]['quality']
   assert outputs[0]['metrics']['examples'] == 7285
-  saved = np.load(tmp_path / 'w0.npz')
-  weights = {k.replace('.', '/'): saved[k] for k in saved.files}
   assert outputs[0]['quality'] == pytest.approx(
       sklearn_auc(dlrm_data, weights), abs=2e-6)
+  # The largest tables (items, users) split over the 2 processes: the same
+  # weights within float32 round-off, the checkpoint's tables whole.
+  sharded, sharded_weights = two_processes(
+      dlrm_data, tmp_path / 'sharded', "EMBEDDING_SHARDING='mod'",
+      'SHARDED_TABLES=2')
+  assert sharded[0]['quality'] == pytest.approx(outputs[0]['quality'],
+                                                abs=1e-5)
+  assert sorted(sharded_weights) == sorted(weights)
+  for name, value in weights.items():
+    np.testing.assert_allclose(sharded_weights[name], value, rtol=1e-4,
+                               atol=1e-6, err_msg=name)

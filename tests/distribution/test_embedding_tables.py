@@ -107,6 +107,11 @@ def test_sharded_tables_equal_the_unsharded_model(replicated, partition,
       assert not np.array_equal(copies[0].numpy(), copies[1].numpy())
     else:
       assert model.tables[t].shape[0] == rows and model.tables[t].trainable
+  # Built sharded, the tables hold the unsharded model's initial values.
+  built = whole(plan, model)
+  fresh_plain, _, _ = build(make_plan('none'))
+  for name, value in whole(make_plan('none'), fresh_plain).items():
+    np.testing.assert_array_equal(built[name], value, err_msg=name)
   start = whole(plain_plan, plain)
   copy_weights(plain_plan, plain, plan, model, tmp_path)  # Unsharded in.
   np.testing.assert_array_equal(whole(plan, model)['embedding/table2'],
