@@ -312,3 +312,53 @@ def test_ssd_pod_configs_log_googles_values(tmp_path, gin_file, replicas,
   if gin_file == 'gin/ssd_pod.gin':
     assert [task.mlperf_epoch_num(s, 4096) for s in (145, 290, 2755)] == [
         5.0, 10.0, 98.0]
+
+
+# Google/results/tpu-v4-128-TF/dlrm/result_0.txt, key by key.
+GOOGLE_DLRM = {
+    'global_batch_size': 55296, 'train_samples': 4195197692,
+    'eval_samples': 89137318, 'opt_base_learning_rate': 23.949,
+    'sgd_opt_base_learning_rate': 23.949,
+    'sgd_opt_learning_rate_decay_poly_power': 2,
+    'sgd_opt_learning_rate_decay_steps': 27772,
+    'lr_decay_start_steps': 49315, 'opt_learning_rate_warmup_steps': 2750,
+}
+# run_and_time.sh --vocab_sizes_embed.
+GOOGLE_DLRM_TABLES = (39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63,
+                      38532951, 2953546, 403346, 10, 2208, 11938, 155, 4, 976,
+                      14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36)
+
+
+def test_dlrm_pod_config_logs_googles_values(tmp_path):
+  from models import dlrm_task
+  from tools import convert_criteo
+  (tmp_path / 'metadata.json').write_text(json.dumps({
+      'dense_features': convert_criteo.DENSE_FEATURES,
+      'sparse_features': convert_criteo.SPARSE_FEATURES,
+      'vocab_sizes': GOOGLE_DLRM_TABLES, 'train_examples': 4195197692,
+      'eval_examples': 89137318}))
+  logged, lr = pod_hyperparameters('gin/dlrm_pod.gin', 89137318,
+                                   data_dir=str(tmp_path), num_replicas=64)
+  for key, value in GOOGLE_DLRM.items():
+    assert logged[key] == pytest.approx(value), (key, logged[key], value)
+  assert float(lr(2750)) == pytest.approx(23.949, rel=1e-6)
+  gin.clear_config()
+  try:
+    gin_config.parse(['gin/dlrm_pod.gin'], [f"DATA_DIR = '{tmp_path}'"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    plan = gin.query_parameter('train.train.plan').scoped_configurable_fn()
+    schedule = gin.query_parameter(
+        'train.train.schedule').scoped_configurable_fn()
+  finally:
+    gin.clear_config()
+  # The 13 largest of Google's 26 tables, mod-sharded; a bf16 all-reduce;
+  # an evaluation every 3,793 steps, numbered as Google's log numbers them.
+  assert (plan.embedding_sharding, plan.sharded_tables) == ('mod', 13)
+  assert plan.gradients.allreduce_dtype == 'bfloat16'
+  assert plan.distribution.accelerator == 'v4-128'
+  assert (schedule.eval_every_steps, schedule.train_steps) == (3793, 75860)
+  assert [task.mlperf_epoch_num(s, 55296) for s in (3793, 7586, 75860)] == [
+      1.0, 2.0, 20.0]
+  assert dlrm_task.check_table_sizes(
+      task.table_sizes, GOOGLE_DLRM_TABLES,
+      convert_criteo.SPARSE_FEATURES) == list(GOOGLE_DLRM_TABLES)

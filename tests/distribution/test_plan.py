@@ -40,7 +40,8 @@ def test_data_parallel_answers_for_its_strategy():
   assert plan.on_devices(len) is len
   assert plan.train_loop_options() == {
       'gradients': step_lib.GradientOptions(),
-      'weight_update_sharding': False, 'replicas_in_batch': 1}
+      'weight_update_sharding': False, 'replicas_in_batch': 1,
+      'local_variables': ()}
   weight, optimizer = built(plan)
   assert isinstance(weight, tf.distribute.DistributedValues)
   slots, before_save = plan.checkpoint_optimizer(optimizer, [weight])
