@@ -39,12 +39,17 @@ from models import layers
 
 def dot_interactions(features: tf.Tensor) -> tf.Tensor:
   """[b, n, d] stacked features -> [b, n (n - 1) / 2] pairwise dot products
-  (row i > column j, row-major), the reference's order."""
+  (row i > column j, row-major), the reference's order.
+
+  The lower triangle is picked by a 0/1 matrix product, not a gather: the
+  same values (each output is one product times 1 plus zeros), and its
+  gradient is a matrix product too instead of a scatter (docs/benchmarks.md,
+  "DLRM")."""
   n = features.shape[1]
   products = tf.matmul(features, features, transpose_b=True)
-  rows, cols = zip(*[(i, j) for i in range(n) for j in range(i)])
-  flat = tf.reshape(products, [-1, n * n])
-  return tf.gather(flat, [i * n + j for i, j in zip(rows, cols)], axis=1)
+  pairs = [i * n + j for i in range(n) for j in range(i)]
+  select = tf.one_hot(pairs, n * n, axis=0, dtype=products.dtype)
+  return tf.matmul(tf.reshape(products, [-1, n * n]), select)
 
 
 class Dlrm(tf.Module):

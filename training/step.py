@@ -101,9 +101,10 @@ def all_reduce_gradients(grads, *, options: GradientOptions,
   dtype = ALLREDUCE_DTYPES[options.allreduce_dtype]
   rows = [tf.IndexedSlices(tf.cast(g.values, dtype), g.indices, g.dense_shape)
           for g, s in zip(grads, sparse) if s]
+  if ctx.num_replicas_in_sync > 1:
+    rows = ctx.all_reduce(tf.distribute.ReduceOp.SUM, rows)
   rows = [tf.IndexedSlices(tf.cast(g.values, tf.float32), g.indices,
-                           g.dense_shape)
-          for g in ctx.all_reduce(tf.distribute.ReduceOp.SUM, rows)]
+                           g.dense_shape) for g in rows]
   dense, rows = iter(dense), iter(rows)
   return [next(rows) if s else next(dense) for s in sparse]
 
@@ -123,6 +124,8 @@ def _all_reduce_dense(grads, *, options, replica_factor, summation):
   def total(values):
     if summation is not None:
       return summation(values)
+    if ctx.num_replicas_in_sync == 1:  # Nothing to sum (and no merge call).
+      return values
     return ctx.all_reduce(tf.distribute.ReduceOp.SUM, values, options=packing)
 
   if dtype != tf.float32:

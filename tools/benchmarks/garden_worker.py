@@ -1,5 +1,5 @@
-"""TF Model Garden's ResNet-50, BERT-base or Transformer-base training step,
-timed on request.
+"""TF Model Garden's ResNet-50, BERT-base, Transformer-base or DLRM training
+step, timed on request.
 
 Runs in Model Garden's own environment (requirements-garden.txt: TF 2.20,
 tf-models-official 2.20.0, legacy Keras), never in ours; it imports nothing
@@ -16,6 +16,11 @@ dataset, as its trainer does:
 - bert_base: `bert/pretraining` (BERT-base encoder with masked-LM and
   next-sentence heads), sequence 128, 20 predictions, dropout 0.1, with
   LAMB (weight decay 0.01 except LayerNorm and biases) as ours.
+- dlrm: `official.recommendation.ranking`'s RankingTask (tfrs's Ranking
+  model: its TPUEmbedding layer, which on CPU looks up plain tables, dot
+  interactions, MLPs), SGD for the tables and the dense layers, tables of
+  DLRM_VOCAB's sizes with the first `--rows` rows, width 16, MLPs 64-16
+  and 64-32-1 (tools/benchmarks/dlrm_step.py's).
 `--xla` compiles the loop with XLA (Model Garden's BERT experiments turn
 XLA on). Prints `ready` once compiled; then each line `run` on stdin runs
 `--steps` steps and prints the seconds they took; EOF ends it.
@@ -87,7 +92,33 @@ def _translation(batch: int, dtype: str):
   return task, model, optimizer, {'inputs': ids(), 'targets': ids()}
 
 
-def build(model_name: str, dtype: str, batch: int, xla: bool):
+DLRM_VOCAB = (1642, 943, 795, 21, 19, 17, 9, 7)  # After the first table.
+
+
+def _dlrm(batch: int, rows: int):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.recommendation.ranking import task as ranking  # pylint: disable=g-import-not-at-top
+  config = exp_factory.get_exp_config('dlrm_criteo')
+  model = config.task.model
+  model.vocab_sizes = [rows, *DLRM_VOCAB]
+  model.num_dense_features = 3
+  model.embedding_dim, model.bottom_mlp, model.top_mlp = 16, [64, 16], [
+      64, 32, 1]
+  model.use_partial_tpu_embedding = False
+  config.trainer.optimizer_config.dense_optimizer = 'SGD'
+  task = ranking.RankingTask(params=config.task, trainer_config=config.trainer)
+  keras_model = task.build_model()
+  sparse = {str(i): tf.random.uniform([batch], 0, v, tf.int32)
+            for i, v in enumerate(model.vocab_sizes)}
+  labels = tf.cast(tf.random.uniform([batch], 0, 2, tf.int32), tf.float32)
+  element = ({'dense_features': tf.random.uniform([batch, 3]),
+              'sparse_features': sparse}, labels)
+  return task, keras_model, element
+
+
+def build(model_name: str, dtype: str, batch: int, xla: bool,
+          rows: int = 10000):
   """Model Garden's train loop over a synthetic dataset."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
@@ -97,6 +128,9 @@ def build(model_name: str, dtype: str, batch: int, xla: bool):
   if model_name == 'transformer_base':
     task, model, optimizer, element = _translation(batch, dtype)
     metrics = None
+  elif model_name == 'dlrm':
+    task, model, element = _dlrm(batch, rows)
+    optimizer, metrics = model.optimizer, model.metrics
   else:
     config, element = _experiment(model_name, batch)
     config.task.train_data.global_batch_size = batch
@@ -126,7 +160,10 @@ def build(model_name: str, dtype: str, batch: int, xla: bool):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--model', default='resnet50',
-                      choices=('resnet50', 'bert_base', 'transformer_base'))
+                      choices=('resnet50', 'bert_base', 'transformer_base',
+                               'dlrm'))
+  parser.add_argument('--rows', type=int, default=10000,
+                      help='dlrm: rows of the first table.')
   parser.add_argument('--xla', action='store_true')
   parser.add_argument('--dtype', default='float32')
   parser.add_argument('--batch', type=int, default=8)
@@ -135,7 +172,7 @@ def main():
   # Model Garden 2.20 is written for Keras 2 (tf_keras); before TF loads.
   os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  loop = build(args.model, args.dtype, args.batch, args.xla)
+  loop = build(args.model, args.dtype, args.batch, args.xla, args.rows)
   steps = tf.constant(args.steps)
   loop(steps)  # Compile (and warm up).
   print('ready', flush=True)
