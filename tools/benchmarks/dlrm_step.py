@@ -3,8 +3,7 @@ tables against whole ones.
 
   python -m tools.benchmarks.dlrm_step --measure=sparse [--rounds=5]
   python -m tools.benchmarks.dlrm_step --measure=sharding [--rounds=5]
-  make garden_venv && .venv-garden/bin/pip install --no-deps \
-      tensorflow-recommenders==0.7.7   # once, for --measure=garden
+  make garden_venv   # once, for --measure=garden
   python -m tools.benchmarks.dlrm_step --measure=garden [--rounds=5]
   python -m tools.benchmarks.dlrm_step --measure=input \
       [--data_dir=data/dlrm_quickstart] [--batch=3456]
@@ -128,7 +127,7 @@ def measure_garden(tf, args) -> int:
       [os.path.join(root, 'tools', 'benchmarks', 'garden_worker.py'),
        '--model=dlrm', '--rows=10000', f'--batch={args.batch}',
        f'--steps={args.steps}'],
-      setup='make garden_venv (and tensorflow-recommenders==0.7.7)',
+      setup='make garden_venv',
       env={'TF_USE_LEGACY_KERAS': '1', 'TF_CPP_MIN_LOG_LEVEL': '2'})
   try:
     medians = common.interleaved_medians(
