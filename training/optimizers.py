@@ -172,6 +172,59 @@ class Sgd(_Optimizer):
     return keys
 
 
+class Adagrad(_Optimizer):
+  """Adagrad as TF1's AdagradOptimizer (Google's v0.7 DLRM's `--optimizer=
+  adagrad`, with `adagrad_init_accum` 0.01):
+
+    a = a + g^2;  w = w - lr * g / sqrt(a)
+
+  the accumulator starting at `initial_accumulator`. A sparse gradient
+  (repeated rows summed first, as TF1's sparse apply does) changes only the
+  rows it names and their accumulator rows; elsewhere g = 0 leaves both as
+  they were, so the sparse and dense forms agree.
+  """
+
+  slot_names = ('accumulator',)
+
+  def __init__(self, *, exclude=lambda name: False,
+               initial_accumulator: float = 0.01):
+    if initial_accumulator <= 0:
+      raise ValueError(f'`initial_accumulator` must be > 0 (it divides), got '
+                       f'{initial_accumulator}.')
+    super().__init__(weight_decay=0.0, exclude=exclude)
+    self.initial_accumulator = initial_accumulator
+
+  def build(self, variables, *, make_slot=None) -> None:
+    super().build(variables, make_slot=make_slot)
+    for slot in self.slots.values():
+      slot.assign(tf.fill(slot.shape, self.initial_accumulator))
+
+  def apply(self, var, grad, slots, lr, step, *, decay: bool, norm=tf.norm):
+    del step, decay, norm
+    (accumulator,) = slots
+    new_accumulator = accumulator + tf.square(grad)
+    return var - lr * grad / tf.sqrt(new_accumulator), [new_accumulator]
+
+  def update_sparse(self, var, grad, slots, lr, step, *, decay: bool):
+    del step, decay
+    (accumulator,) = slots
+    rows, where = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, where, tf.shape(rows)[0])
+    new_rows = tf.gather(accumulator, rows) + tf.square(values)
+    return [accumulator.scatter_update(tf.IndexedSlices(new_rows, rows)),
+            var.scatter_sub(tf.IndexedSlices(
+                tf.cast(lr, values.dtype) * values / tf.sqrt(new_rows),
+                rows))]
+
+  def mlperf_params(self, schedule) -> dict:
+    d = schedule.describe()
+    return {'opt_name': 'adagrad',
+            'opt_base_learning_rate': d['base_learning_rate'],
+            'opt_adagrad_initial_accumulator_value':
+                self.initial_accumulator,
+            'opt_learning_rate_warmup_steps': d.get('warmup_steps', 0)}
+
+
 class SgdMomentum(_Optimizer):
   """SGD with (heavy-ball) momentum; weight decay is an L2 term in the loss.
 

@@ -210,3 +210,35 @@ def test_four_replicas_apply_sparse_updates_equal_to_one_device():
   for t, (table, start) in enumerate(zip(model4.tables, before)):
     untouched = np.setdiff1d(np.arange(VOCAB[t]), ids[:, t])
     np.testing.assert_array_equal(table.numpy()[untouched], start[untouched])
+
+
+def test_sparse_adagrad_moves_only_the_touched_rows_and_their_accumulators():
+  model = small_model()
+  task = dlrm_task.DlrmTask(model=None, data=None)
+  b = {k: tf.constant(v) for k, v in batch(16, seed=2).items()}
+  with tf.GradientTape() as tape:
+    share, _ = task.loss_share(model, b)
+  table = model.tables[2]
+  grad = tape.gradient(share.value, table)
+  sparse, dense = optimizers.Adagrad(), optimizers.Adagrad()
+  sparse.build([table])
+  twin = tf.Variable(table.numpy())
+  dense.build([twin])
+  before = table.numpy()
+  sparse.update_sparse(table, grad, sparse.slots_for([table])[0], 0.5, 0,
+                       decay=False)
+  dense.update(twin, tf.convert_to_tensor(grad), dense.slots_for([twin])[0],
+               0.5, 0, decay=False)
+  touched = np.unique(b['sparse'].numpy()[:, 2])
+  changed = np.flatnonzero(np.any(table.numpy() != before, axis=1))
+  np.testing.assert_array_equal(changed, touched)
+  accumulator = sparse.slots_for([table])[0][0].numpy()
+  np.testing.assert_array_equal(
+      np.flatnonzero(np.any(accumulator != 0.01, axis=1)), touched)
+  # The dense rule on the densified gradient: the same weights and sums.
+  np.testing.assert_allclose(table.numpy(), twin.numpy(), rtol=1e-6,
+                             atol=1e-8)
+  np.testing.assert_allclose(accumulator, dense.slots_for([twin])[0][0].numpy(),
+                             rtol=1e-6)
+  with pytest.raises(ValueError, match='initial_accumulator'):
+    optimizers.Adagrad(initial_accumulator=0.0)
