@@ -189,7 +189,7 @@ class CocoInput:
     self.eval_cache, self.deterministic, self.seed = (eval_cache,
                                                       deterministic, seed)
     self._categories = None
-    self._eval_counts = {}
+    self._eval_counts = records.EvalCounts(self.eval_files)
 
   @property
   def category_ids(self) -> list[int]:
@@ -287,19 +287,12 @@ class CocoInput:
     ds = ds.batch(batch, drop_remainder=True)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
-  def eval_counts(self, num_pipelines: int) -> list[int]:
-    if num_pipelines not in self._eval_counts:
-      self._eval_counts[num_pipelines] = records.per_host_counts(
-          records.list_files(self.eval_files), num_pipelines)
-    return self._eval_counts[num_pipelines]
-
   def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
-    return records.eval_steps(self.eval_counts(num_pipelines),
-                              global_batch_size // num_pipelines)
+    return self._eval_counts.steps(num_pipelines=num_pipelines,
+                                   global_batch_size=global_batch_size)
 
   def num_eval_examples(self) -> int:
-    counts = next(iter(self._eval_counts.values()), None)
-    return sum(counts if counts is not None else self.eval_counts(1))
+    return self._eval_counts.total()
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
                    global_batch_size: int, steps: int, cache: bool = True):

@@ -101,7 +101,7 @@ class ImageNetInput:
     self.on_bad_image, self.synthetic, self.threads = (on_bad_image, synthetic,
                                                        threads)
     self.resize = resize
-    self._eval_counts = {}
+    self._eval_counts = records.EvalCounts(self.eval_files)
 
   # -- Checks run before any compute ---------------------------------------
 
@@ -224,23 +224,12 @@ class ImageNetInput:
     """Eval steps so that every host covers all its examples once."""
     if self.synthetic:
       return 1
-    counts = self.eval_counts(num_pipelines)
-    per_host_batch = global_batch_size // num_pipelines
-    return records.eval_steps(counts, per_host_batch)
-
-  def eval_counts(self, num_pipelines: int) -> list[int]:
-    """Eval examples each input pipeline holds (counted once, then cached)."""
-    if num_pipelines not in self._eval_counts:
-      self._eval_counts[num_pipelines] = records.per_host_counts(
-          records.list_files(self.eval_files), num_pipelines)
-    return self._eval_counts[num_pipelines]
+    return self._eval_counts.steps(num_pipelines=num_pipelines,
+                                   global_batch_size=global_batch_size)
 
   def num_eval_examples(self) -> int:
     """Real eval examples over all hosts (reuses any per-host count)."""
-    if self.synthetic:
-      return 0
-    counts = next(iter(self._eval_counts.values()), None)
-    return sum(counts if counts is not None else self.eval_counts(1))
+    return 0 if self.synthetic else self._eval_counts.total()
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
                    global_batch_size: int, steps: int, cache: bool = True):

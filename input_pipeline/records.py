@@ -201,6 +201,31 @@ def eval_steps(counts: list[int], per_host_batch: int) -> int:
   return max(1, max(math.ceil(c / per_host_batch) for c in counts))
 
 
+class EvalCounts:
+  """The eval records of `files` each of N input pipelines reads, counted
+  once per N (reading the files, no parsing) and then kept."""
+
+  def __init__(self, files: str | list[str]):
+    self._files = files
+    self._counts: dict[int, list[int]] = {}
+
+  def per_pipeline(self, num_pipelines: int) -> list[int]:
+    if num_pipelines not in self._counts:
+      self._counts[num_pipelines] = per_host_counts(list_files(self._files),
+                                                    num_pipelines)
+    return self._counts[num_pipelines]
+
+  def steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
+    """Eval steps that let every pipeline cover all of its records."""
+    return eval_steps(self.per_pipeline(num_pipelines),
+                      global_batch_size // num_pipelines)
+
+  def total(self) -> int:
+    """Records over all pipelines (reuses any count already made)."""
+    counts = next(iter(self._counts.values()), None)
+    return sum(counts if counts is not None else self.per_pipeline(1))
+
+
 def epoch_seed(seed: int, epoch) -> tf.Tensor:
   """The shuffling seed of one epoch: a function of (seed, epoch) only."""
   return tf.constant(seed, tf.int64) * 1000003 + tf.cast(epoch, tf.int64)
