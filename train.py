@@ -29,7 +29,25 @@ from absl import app
 from absl import flags
 import gin
 
+from training import config as gin_config
 from training import startup
+
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_bool('verbose', False, 'Show the traceback of an error.')
+  flags.DEFINE_multi_string('gin_file', [], 'Gin config files, in order.')
+  flags.DEFINE_multi_string('gin_param', [],
+                            'Gin bindings, e.g. "DATA_DIR=\'gs://b/d\'".')
+  flags.DEFINE_string('model_dir', None, 'Where the run writes everything.')
+  flags.DEFINE_string('tpu', '', 'TPU name, grpc address or "local".')
+  flags.mark_flag_as_required('model_dir')
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags,
+                            gin_config.split_gin_sugar(sys.argv)[0])
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
@@ -38,7 +56,6 @@ import tensorflow as tf
 from distribution import plan as plan_lib
 from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
-from training import config as gin_config
 from tools import staged_files
 from training import actions as actions_lib
 from training import checkpoints
@@ -302,16 +319,6 @@ def experiment_files() -> list[str]:
                 if name.endswith('.gin') and name != 'run.gin')
 
 
-def define_flags():
-  flags.DEFINE_bool('verbose', False, 'Show the traceback of an error.')
-  flags.DEFINE_multi_string('gin_file', [], 'Gin config files, in order.')
-  flags.DEFINE_multi_string('gin_param', [],
-                            'Gin bindings, e.g. "DATA_DIR=\'gs://b/d\'".')
-  flags.DEFINE_string('model_dir', None, 'Where the run writes everything.')
-  flags.DEFINE_string('tpu', '', 'TPU name, grpc address or "local".')
-  flags.mark_flag_as_required('model_dir')
-
-
 def main(argv, sugar_bindings):
   """The command line: a user error is one line on stderr and exit code 2,
   an unreachable TPU one line and 4 (--verbose shows their traceback); any
@@ -358,6 +365,5 @@ def run_command(argv, sugar_bindings):
 
 
 if __name__ == '__main__':
-  define_flags()
   remaining, sugar = gin_config.split_gin_sugar(sys.argv)
   app.run(lambda argv: main(argv, sugar), argv=remaining)

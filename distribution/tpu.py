@@ -16,10 +16,10 @@ import glob
 import importlib.util
 import os
 
-import tensorflow as tf
 
 from distribution import tpu_slices
 from distribution.gce_metadata import metadata
+from training import startup
 
 HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8, v5litepod-8) use '
         '--tpu=local; for a '
@@ -91,6 +91,7 @@ def resolve(tpu: str):
     problem = local_tpu_problem()
     if problem:
       raise TpuUnavailable(problem)
+  tf = startup.import_tensorflow()  # Here, so the launcher's --help is quick.
   if tpu == 'local' or tpu.startswith('grpc://'):
     return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
   try:

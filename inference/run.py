@@ -23,7 +23,43 @@ from absl import app
 from absl import flags
 import mlperf_loadgen as lg
 
+from inference import settings as settings_lib
 from training import startup
+
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_multi_string('gin_file', [], 'The model\'s training gin files.')
+  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
+  flags.DEFINE_string('model', '', 'Model name in user.conf lines (default: '
+                      'the task\'s, e.g. resnet50 or bert).')
+  flags.DEFINE_string('saved_model', '', 'tools/export_savedmodel.py output.')
+  flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
+  flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
+  flags.DEFINE_enum('scenario', 'Offline', list(settings_lib.SCENARIOS),
+                    'LoadGen scenario.')
+  flags.DEFINE_enum('mode', 'performance', list(settings_lib.MODES), 'Mode.')
+  flags.DEFINE_string('user_conf', '', 'user.conf (model.scenario.key = v).')
+  flags.DEFINE_string('output_dir', None, 'Where LoadGen writes its logs.')
+  flags.DEFINE_integer('count', 0, 'Samples used (0: all).')
+  flags.DEFINE_integer('max_batch', 32, 'Largest batch a worker forms.')
+  flags.DEFINE_float('batch_timeout_ms', 2.0, 'Wait to fill a batch (ms).')
+  flags.DEFINE_integer('workers', 1, 'Worker threads.')
+  flags.DEFINE_integer('intra_op_threads', 0, 'Threads per TF op (0: one per '
+                       'core); workers x threads = cores is the usual split.')
+  flags.DEFINE_integer('min_duration_ms', None, 'Override min duration.')
+  flags.DEFINE_integer('min_query_count', None, 'Override min queries.')
+  flags.DEFINE_float('expected_qps', None, 'Offline expected QPS.')
+  flags.DEFINE_float('target_qps', None, 'Server target QPS.')
+  flags.DEFINE_float('target_latency_ms', None, 'Server latency bound (ms).')
+  flags.DEFINE_bool('find_peak', False, 'Search the highest VALID Server QPS.')
+  flags.DEFINE_enum('audit', None, ['TEST01', 'TEST04'], 'Audit test to run.')
+  flags.mark_flags_as_required(['dataset', 'output_dir'])
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
@@ -31,7 +67,6 @@ from inference import accuracy
 from inference import audit as audit_lib
 from inference import backend as backends
 from inference import sample_library
-from inference import settings as settings_lib
 from inference import sut as sut_lib
 
 # Each scenario's metric as mlperf_log_summary.txt words it.
@@ -267,30 +302,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_multi_string('gin_file', [], 'The model\'s training gin files.')
-  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
-  flags.DEFINE_string('model', '', 'Model name in user.conf lines (default: '
-                      'the task\'s, e.g. resnet50 or bert).')
-  flags.DEFINE_string('saved_model', '', 'tools/export_savedmodel.py output.')
-  flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
-  flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
-  flags.DEFINE_enum('scenario', 'Offline', list(settings_lib.SCENARIOS),
-                    'LoadGen scenario.')
-  flags.DEFINE_enum('mode', 'performance', list(settings_lib.MODES), 'Mode.')
-  flags.DEFINE_string('user_conf', '', 'user.conf (model.scenario.key = v).')
-  flags.DEFINE_string('output_dir', None, 'Where LoadGen writes its logs.')
-  flags.DEFINE_integer('count', 0, 'Samples used (0: all).')
-  flags.DEFINE_integer('max_batch', 32, 'Largest batch a worker forms.')
-  flags.DEFINE_float('batch_timeout_ms', 2.0, 'Wait to fill a batch (ms).')
-  flags.DEFINE_integer('workers', 1, 'Worker threads.')
-  flags.DEFINE_integer('intra_op_threads', 0, 'Threads per TF op (0: one per '
-                       'core); workers x threads = cores is the usual split.')
-  flags.DEFINE_integer('min_duration_ms', None, 'Override min duration.')
-  flags.DEFINE_integer('min_query_count', None, 'Override min queries.')
-  flags.DEFINE_float('expected_qps', None, 'Offline expected QPS.')
-  flags.DEFINE_float('target_qps', None, 'Server target QPS.')
-  flags.DEFINE_float('target_latency_ms', None, 'Server latency bound (ms).')
-  flags.DEFINE_bool('find_peak', False, 'Search the highest VALID Server QPS.')
-  flags.DEFINE_enum('audit', None, ['TEST01', 'TEST04'], 'Audit test to run.')
-  flags.mark_flags_as_required(['dataset', 'output_dir'])
   sys.exit(app.run(main))

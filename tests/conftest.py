@@ -22,7 +22,6 @@ MALLOC_ENV = {'MALLOC_TRIM_THRESHOLD_': str(4 << 30),
 
 def pytest_configure(config):
   del config
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   # Processes started from here on (the xdist workers: this hook runs in
   # the controller before it starts them; the runs the tests start) keep
   # freed memory instead of handing it back to the kernel after every step

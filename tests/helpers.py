@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,6 +18,14 @@ PYTHON = sys.executable
 # stage), which traces and compiles in about half the time of depth 18.
 SMALL_RESNET_DEPTH = 10
 SMALL_RESNET = f'DEPTH={SMALL_RESNET_DEPTH}'
+
+
+def required_checkpoints(gin_file: str) -> list[str]:
+  """Bindings of '' for the checkpoint macros `gin_file` requires (only
+  those: a macro nothing reads is refused)."""
+  with open(os.path.join(ROOT, gin_file)) as f:
+    names = re.findall(r'^(\w+_CHECKPOINT) = %gin.REQUIRED', f.read(), re.M)
+  return [f"{name} = ''" for name in names]
 
 
 def quick_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:

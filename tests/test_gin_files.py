@@ -27,7 +27,7 @@ def test_there_are_experiments_for_both_models():
 @pytest.mark.parametrize('experiment', EXPERIMENTS)
 def test_common_overrides_are_macros_on_every_experiment(experiment):
   bindings = [f'{k} = {v!r}' for k, v in OVERRIDES.items()] + [
-      "DATA_DIR = '/nowhere'", "INIT_CHECKPOINT = ''"]
+      "DATA_DIR = '/nowhere'"] + helpers.required_checkpoints(experiment)
   gin.clear_config()
   try:
     gin_config.parse([experiment], bindings)

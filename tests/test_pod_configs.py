@@ -13,6 +13,7 @@ import gin
 import numpy as np
 import pytest
 
+from tests import helpers
 from training import config as gin_config
 from training import mlperf_log
 from training import schedules
@@ -59,12 +60,11 @@ def wmt_metadata(tmp_path):
 
 
 def pod_hyperparameters(gin_file, num_eval_examples, build_model=False,
-                        data_dir='/nowhere', num_replicas=8192,
-                        checkpoint_macro='INIT_CHECKPOINT'):
+                        data_dir='/nowhere', num_replicas=8192):
   gin.clear_config()
   try:
-    gin_config.parse([gin_file], [f"DATA_DIR = '{data_dir}'",
-                                 f"{checkpoint_macro} = ''"])
+    gin_config.parse([gin_file], [f"DATA_DIR = '{data_dir}'"] +
+                     helpers.required_checkpoints(gin_file))
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     optimizer = gin.query_parameter(
         'train.train.optimizer').scoped_configurable_fn()
@@ -292,8 +292,7 @@ def test_ssd_pod_configs_log_googles_values(tmp_path, gin_file, replicas,
     gin.clear_config()
   logged, lr = pod_hyperparameters(gin_file, 5000, build_model=True,
                                     data_dir=str(tmp_path),
-                                    num_replicas=replicas,
-                                    checkpoint_macro='BACKBONE_CHECKPOINT')
+                                    num_replicas=replicas)
   for key, value in google.items():
     assert logged[key] == pytest.approx(value), (key, logged[key], value)
   # ssd_model.learning_rate_schedule in NumPy: linear warmup to base x

@@ -16,6 +16,18 @@ import re
 from absl import app
 from absl import flags
 
+from training import startup
+
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_string('output_dir', 'data/bert_quickstart', 'Where to write.')
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 from tools import build_vocab
 from tools import create_pretraining_data
 from tools import staged_files
@@ -75,6 +87,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_string('output_dir', 'data/bert_quickstart', 'Where to write.')
   FLAGS = flags.FLAGS
   app.run(main)

@@ -41,6 +41,19 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from training import startup
+
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_string('output_dir', 'data/dlrm_quickstart',
+                      'Where the records and metadata.json go.')
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 from tools import click_records
 
 TRAIN_SHARDS = 4
@@ -156,6 +169,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_string('output_dir', 'data/dlrm_quickstart',
-                      'Where the records and metadata.json go.')
   app.run(main)

@@ -18,6 +18,18 @@ from absl import flags
 import numpy as np
 from PIL import Image
 
+from training import startup
+
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_string('output_dir', 'data/quickstart', 'Where to write.')
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 from tools import convert_image_folder
 
 IMAGE_SIZE = 32
@@ -68,6 +80,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_string('output_dir', 'data/quickstart', 'Where to write.')
   FLAGS = flags.FLAGS
   app.run(main)

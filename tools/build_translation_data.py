@@ -46,6 +46,33 @@ import numpy as np
 
 from training import startup
 
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_string('output_dir', None, 'Where to write (local or gs://).')
+  flags.DEFINE_bool('quickstart', False,
+                    'Build the quickstart data from installed catalogs.')
+  for split in ('train', 'eval'):
+    flags.DEFINE_string(f'{split}_source', '', f'{split}: source sentences.')
+    flags.DEFINE_string(f'{split}_target', '', f'{split}: target sentences.')
+    flags.DEFINE_string(f'{split}_tsv', '', f'{split}: source<TAB>target.')
+  flags.DEFINE_string('vocab_file', '', 'Use this vocabulary (else learn).')
+  flags.DEFINE_integer('vocab_size', 33708, 'Pieces of a learnt vocabulary.')
+  flags.DEFINE_integer('max_length', 80, 'Longest training sequence (ids).')
+  flags.DEFINE_integer('packed_length', 256, 'Ids a packed training row.')
+  flags.DEFINE_integer('eval_length', 0, 'Padded eval source length (0: auto).')
+  flags.DEFINE_integer('eval_max_length', 0,
+                       'Leave out longer eval pairs (0: keep all).')
+  flags.DEFINE_integer('train_shards', 16, 'Training files.')
+  flags.DEFINE_integer('eval_shards', 1, 'Eval files.')
+  flags.DEFINE_integer('seed', 0, 'Packing order seed.')
+  flags.mark_flag_as_required('output_dir')
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
@@ -291,23 +318,5 @@ def run(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_string('output_dir', None, 'Where to write (local or gs://).')
-  flags.DEFINE_bool('quickstart', False,
-                    'Build the quickstart data from installed catalogs.')
-  for split in ('train', 'eval'):
-    flags.DEFINE_string(f'{split}_source', '', f'{split}: source sentences.')
-    flags.DEFINE_string(f'{split}_target', '', f'{split}: target sentences.')
-    flags.DEFINE_string(f'{split}_tsv', '', f'{split}: source<TAB>target.')
-  flags.DEFINE_string('vocab_file', '', 'Use this vocabulary (else learn).')
-  flags.DEFINE_integer('vocab_size', 33708, 'Pieces of a learnt vocabulary.')
-  flags.DEFINE_integer('max_length', 80, 'Longest training sequence (ids).')
-  flags.DEFINE_integer('packed_length', 256, 'Ids a packed training row.')
-  flags.DEFINE_integer('eval_length', 0, 'Padded eval source length (0: auto).')
-  flags.DEFINE_integer('eval_max_length', 0,
-                       'Leave out longer eval pairs (0: keep all).')
-  flags.DEFINE_integer('train_shards', 16, 'Training files.')
-  flags.DEFINE_integer('eval_shards', 1, 'Eval files.')
-  flags.DEFINE_integer('seed', 0, 'Packing order seed.')
-  flags.mark_flag_as_required('output_dir')
   FLAGS = flags.FLAGS
   app.run(run)

@@ -13,6 +13,19 @@ from absl import flags
 
 from training import startup
 
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_multi_string('input_file', None, 'Corpus files.')
+  flags.DEFINE_string('vocab_file', None, 'Output vocabulary, a token a line.')
+  flags.DEFINE_integer('vocab_size', 8000, 'Target vocabulary size.')
+  flags.mark_flags_as_required(['input_file', 'vocab_file'])
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
@@ -45,9 +58,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_multi_string('input_file', None, 'Corpus files.')
-  flags.DEFINE_string('vocab_file', None, 'Output vocabulary, a token a line.')
-  flags.DEFINE_integer('vocab_size', 8000, 'Target vocabulary size.')
-  flags.mark_flags_as_required(['input_file', 'vocab_file'])
   FLAGS = flags.FLAGS
   app.run(main)

@@ -1,6 +1,6 @@
 """Converts a class-folder image directory into ImageNet-schema TFRecords.
 
-  python tools/convert_image_folder.py --input_dir=DIR --output_prefix=OUT/train \
+  python -m tools.convert_image_folder --input_dir=DIR --output_prefix=OUT/train \
       --num_shards=8
 
 DIR holds one sub-folder per class (`DIR/<class>/<image>`); classes are sorted
@@ -28,13 +28,29 @@ from PIL import Image
 
 from training import startup
 
+ON_BAD_IMAGE = ('fail', 'skip')
+
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_string('input_dir', None, 'Folder with one sub-folder a class.')
+  flags.DEFINE_string('output_prefix', None, 'Output path prefix.')
+  flags.DEFINE_integer('num_shards', 8, 'Number of output files.')
+  flags.DEFINE_enum('on_bad_image', 'fail', ON_BAD_IMAGE,
+                    'An unreadable image: stop naming it, or skip and list it.')
+  flags.mark_flags_as_required(['input_dir', 'output_prefix'])
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
 from tools import staged_files
 
-ON_BAD_IMAGE = ('fail', 'skip')
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.gif', '.tif', '.tiff',
                   '.webp')
 
@@ -180,11 +196,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_string('input_dir', None, 'Folder with one sub-folder a class.')
-  flags.DEFINE_string('output_prefix', None, 'Output path prefix.')
-  flags.DEFINE_integer('num_shards', 8, 'Number of output files.')
-  flags.DEFINE_enum('on_bad_image', 'fail', ON_BAD_IMAGE,
-                    'An unreadable image: stop naming it, or skip and list it.')
-  flags.mark_flags_as_required(['input_dir', 'output_prefix'])
   FLAGS = flags.FLAGS
   app.run(main)

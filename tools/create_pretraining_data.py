@@ -36,6 +36,25 @@ from absl import logging
 
 from training import startup
 
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_multi_string('input_file', None, 'Text files.')
+  flags.DEFINE_string('vocab_file', None, 'WordPiece vocabulary.')
+  flags.DEFINE_string('output_file', None, 'Comma-separated output files.')
+  flags.DEFINE_integer('max_seq_length', 128, 'Tokens an instance.')
+  flags.DEFINE_integer('max_predictions_per_seq', 20, 'Masked LM slots.')
+  flags.DEFINE_float('masked_lm_prob', 0.15, 'Fraction of tokens masked.')
+  flags.DEFINE_float('short_seq_prob', 0.1, 'Share of shorter instances.')
+  flags.DEFINE_integer('dupe_factor', 10, 'Passes over the data.')
+  flags.DEFINE_integer('random_seed', 12345, 'Seed of all randomness.')
+  flags.mark_flags_as_required(['input_file', 'vocab_file', 'output_file'])
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
@@ -267,15 +286,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_multi_string('input_file', None, 'Text files.')
-  flags.DEFINE_string('vocab_file', None, 'WordPiece vocabulary.')
-  flags.DEFINE_string('output_file', None, 'Comma-separated output files.')
-  flags.DEFINE_integer('max_seq_length', 128, 'Tokens an instance.')
-  flags.DEFINE_integer('max_predictions_per_seq', 20, 'Masked LM slots.')
-  flags.DEFINE_float('masked_lm_prob', 0.15, 'Fraction of tokens masked.')
-  flags.DEFINE_float('short_seq_prob', 0.1, 'Share of shorter instances.')
-  flags.DEFINE_integer('dupe_factor', 10, 'Passes over the data.')
-  flags.DEFINE_integer('random_seed', 12345, 'Seed of all randomness.')
-  flags.mark_flags_as_required(['input_file', 'vocab_file', 'output_file'])
   FLAGS = flags.FLAGS
   app.run(main)

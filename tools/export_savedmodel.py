@@ -23,6 +23,20 @@ sys.path.insert(0, ROOT)  # Run as a script from anywhere.
 
 from training import startup  # pylint: disable=wrong-import-position
 
+
+# The command line, parsed before the imports below: --help and flag errors
+# answer at once, not after TensorFlow loads.
+def define_flags():
+  flags.DEFINE_multi_string('gin_file', [], 'Gin files used for training.')
+  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
+  flags.DEFINE_string('checkpoint_dir', None, 'The training --model_dir.')
+  flags.DEFINE_string('export_dir', None, 'Where to write the SavedModel.')
+  flags.mark_flags_as_required(['checkpoint_dir', 'export_dir'])
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
@@ -66,10 +80,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  flags.DEFINE_multi_string('gin_file', [], 'Gin files used for training.')
-  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
-  flags.DEFINE_string('checkpoint_dir', None, 'The training --model_dir.')
-  flags.DEFINE_string('export_dir', None, 'Where to write the SavedModel.')
-  flags.mark_flags_as_required(['checkpoint_dir', 'export_dir'])
   FLAGS = flags.FLAGS
   app.run(main)

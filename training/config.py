@@ -9,6 +9,7 @@ never calls gin: this module is what the entry points share.
 """
 
 import collections.abc
+import difflib
 import os
 import types
 import typing
@@ -42,6 +43,7 @@ def parse(gin_files: list[str], bindings: list[str],
   gin.parse_config_files_and_bindings(list(gin_files), list(bindings),
                                       finalize_config=finalize)
   check_binding_types()
+  check_macros_read()
 
 
 def _bindings():
@@ -117,6 +119,51 @@ def check_binding_types() -> None:
       raise ValueError(
           f'Gin binding {selector}.{name}{via} is {value!r}, {article} '
           f'{kind}; it must be {shown}.')
+
+
+# Macros that code reads with gin.query_parameter instead of a binding.
+MACROS_READ_BY_CODE = ('TASK',)
+
+
+def _macro_references(value, found: set[str]) -> set[str]:
+  """The macros `value` refers to, in lists, tuples and dicts too."""
+  if isinstance(value, gin.config.ConfigurableReference):
+    if value.scoped_selector.endswith('gin.macro'):
+      found.add(value.scoped_selector.split('/')[0])
+  elif isinstance(value, (list, tuple)):
+    for v in value:
+      _macro_references(v, found)
+  elif isinstance(value, dict):
+    for v in value.values():
+      _macro_references(v, found)
+  return found
+
+
+def check_macros_read() -> None:
+  """Every macro set is read by some binding (or by the code, TASK).
+
+  `--gin.TRAIN_STEP=30` defines a new macro that nothing reads, so the run
+  would silently use the whole budget: refused, naming the nearest macro.
+
+  Raises:
+    ValueError: naming the unread macro and the nearest one that is read.
+  """
+  read: set[str] = set(MACROS_READ_BY_CODE)
+  defined = []
+  for selector, _, value in _bindings():
+    _macro_references(value, read)
+  for (scope, selector) in list(gin.config._CONFIG):  # pylint: disable=protected-access
+    if selector == 'gin.macro':
+      defined.append(scope)
+  unread = [name for name in defined if name not in read]
+  if unread:
+    name = unread[0]
+    near = difflib.get_close_matches(name, sorted(read), n=1, cutoff=0.6)
+    hint = (f'did you mean {near[0]}?' if near else
+            'see the macro table in docs/configuration.md.')
+    raise ValueError(
+        f'Gin macro {name} is set but no binding reads it, so it would '
+        f'change nothing: {hint}')
 
 
 def configured_task():

@@ -9,11 +9,83 @@ the 6.5 CPU seconds an import takes on these machines
 run, worker, tool and test process pays it. `import_tensorflow` imports
 TensorFlow with Keras held back; Keras still loads the moment something
 asks for it (`tf.keras`, `import keras`, tensorflow-text).
+
+It also keeps TensorFlow's native start-up noise off the terminal: the
+C++ INFO and WARNING lines (oneDNN, "Could not find cuda drivers",
+cpu_feature_guard, absl's pre-init banner) and the error-level
+`failed call to cuInit` of a machine without a GPU, printed while
+TensorFlow loads and finds its devices, and every later native INFO or
+WARNING line (TF_CPP_MIN_LOG_LEVEL=2, e.g. "Sharding callback duration").
+Native errors after start-up, and every Python warning and error, still
+print. `--verbose` on the command line, MLPERF_VERBOSE=1 or
+TF_CPP_MIN_LOG_LEVEL=0 brings all the native lines back (another
+TF_CPP_MIN_LOG_LEVEL of the user's is kept; the start-up noise still goes).
 """
 
+import contextlib
 import importlib.abc
 import importlib.machinery
+import os
+import re
 import sys
+import tempfile
+
+VERBOSE_VARIABLE = 'MLPERF_VERBOSE'
+# The native lines of TensorFlow's start-up that carry nothing for a user:
+# absl's banner, INFO/WARNING lines in absl's format (I1203 07:24:24.5 123
+# file.cc:12] ...) and the CPU feature note's continuation, and the CUDA
+# probe's errors on a machine without a GPU.
+_START_UP_NOISE = re.compile(
+    r'(WARNING: All log messages before absl::InitializeLog\(\)'
+    r'|[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] '
+    r'|E\d{4} [\d:.]+ +\d+ cuda_\w+\.cc:\d+\] '
+    r'|To enable the following instructions: )')
+
+
+def verbose(argv=None, environ=None) -> bool:
+  """Whether the user asked for TensorFlow's native log lines."""
+  argv = sys.argv if argv is None else argv
+  environ = os.environ if environ is None else environ
+  if environ.get(VERBOSE_VARIABLE, '').lower() in ('1', 'true', 'yes'):
+    return True
+  return any(a in ('--verbose', '--verbose=true', '--verbose=1')
+             for a in argv[1:])
+
+
+def start_up_noise(line: str) -> bool:
+  """Whether a native stderr line of TensorFlow's start-up is noise."""
+  return bool(_START_UP_NOISE.match(line))
+
+
+@contextlib.contextmanager
+def _native_stderr_filtered():
+  """Runs the body with file descriptor 2 in a file, then writes what the
+  body printed to stderr except the start-up noise (an exception's
+  traceback included)."""
+  try:
+    sys.stderr.flush()
+    saved = os.dup(2)
+  except (OSError, ValueError):  # No usable stderr: nothing to filter.
+    yield
+    return
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    finally:
+      try:
+        sys.stderr.flush()
+      except ValueError:
+        pass
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      kept = [line for line in
+              captured.read().decode('utf-8', 'replace').splitlines(True)
+              if not start_up_noise(line)]
+      if kept:
+        sys.stderr.write(''.join(kept))
+        sys.stderr.flush()
 
 
 class _Refuse(importlib.abc.Loader):
@@ -42,13 +114,34 @@ class _HoldBackKeras(importlib.abc.MetaPathFinder):
 
 
 def import_tensorflow():
-  """Imports TensorFlow without loading Keras, and returns it. A no-op when
-  TensorFlow is already imported."""
-  if 'tensorflow' not in sys.modules:
-    finder = _HoldBackKeras()
-    sys.meta_path.insert(0, finder)
-    try:
-      import tensorflow  # pylint: disable=import-outside-toplevel,unused-import
-    finally:
-      sys.meta_path.remove(finder)
-  return sys.modules['tensorflow']
+  """Imports TensorFlow without loading Keras and without its start-up
+  noise, and returns it. A no-op when TensorFlow is already imported."""
+  if 'tensorflow' in sys.modules:
+    return sys.modules['tensorflow']
+  quiet = not verbose() and os.environ.get('TF_CPP_MIN_LOG_LEVEL') != '0'
+  if quiet:
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  finder = _HoldBackKeras()
+  sys.meta_path.insert(0, finder)
+  try:
+    with (_native_stderr_filtered() if quiet else contextlib.nullcontext()):
+      import tensorflow  # pylint: disable=import-outside-toplevel
+      # The device probe (cuInit) prints its error here, not at import.
+      tensorflow.config.list_physical_devices()
+  finally:
+    sys.meta_path.remove(finder)
+  return tensorflow
+
+
+def parse_flags_early(define_flags, argv=None) -> None:
+  """For an entry point run as a program, before its heavy imports: defines
+  its flags and parses the command line, so that `--help` and a flag error
+  (unknown, missing, ill-typed) answer at once, in absl's words and with
+  absl's exit code 1, instead of after TensorFlow's 10 s import. The flags
+  are then unparsed: `app.run` parses them again as usual."""
+  from absl import app  # pylint: disable=import-outside-toplevel
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  define_flags()
+  app.define_help_flags()
+  app.parse_flags_with_usage(list(sys.argv if argv is None else argv))
+  flags.FLAGS.unparse_flags()

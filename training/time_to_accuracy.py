@@ -11,7 +11,7 @@ into a PNG. The run writes `<model_dir>/time_to_accuracy.png` at its end;
 import dataclasses
 import json
 
-import tensorflow as tf
+from training import startup
 
 QUALITY_TARGET = 'quality_target'
 MLLOG_PREFIX = ':::MLLOG '
@@ -36,13 +36,22 @@ class RunLog:
     return (self.run_stop_ms - self.run_start_ms) / 60000.0
 
 
+def _open(path: str, mode: str):
+  """A local file, or through TensorFlow's file system for gs:// and the
+  other remote schemes (TensorFlow loads only then: local scoring and
+  `tools.score --help` stay quick)."""
+  if '://' not in path:
+    return open(path, mode)  # pylint: disable=unspecified-encoding
+  return startup.import_tensorflow().io.gfile.GFile(path, mode)
+
+
 def read_log(path: str) -> RunLog:
   """Parses an MLPerf log (local or gs://).
 
   Raises:
     ValueError: naming the file when it holds no MLLOG line.
   """
-  with tf.io.gfile.GFile(path) as f:
+  with _open(path, 'r') as f:
     lines = [json.loads(line.split(MLLOG_PREFIX, 1)[1])
              for line in f if MLLOG_PREFIX in line]
   if not lines:
@@ -109,7 +118,7 @@ def plot(runs: list[RunLog], path: str, *, title: str = '',
   axes.grid(alpha=0.3)
   axes.legend(fontsize=8, loc='lower right')
   figure.tight_layout()
-  with tf.io.gfile.GFile(path, 'wb') as f:
+  with _open(path, 'wb') as f:
     figure.savefig(f, format='png')
   pyplot.close(figure)
   return path
