@@ -36,3 +36,37 @@ def test_ints_for_floats_pass():
       'training.schedules.PolynomialWarmup.base = 3',
       'TRAIN_EPOCHS = 2'])
   assert gin.query_parameter('%TRAIN_EPOCHS') == 2
+
+
+@pytest.mark.parametrize('binding,message', [
+    ('TRAIN_STEP = 30', 'Gin macro TRAIN_STEP is set but no binding reads it, '
+     'so it would change nothing: did you mean TRAIN_STEPS?'),
+    ('INIT_CHECKPOINT = "x"', 'Gin macro INIT_CHECKPOINT is set but no '
+     'binding reads it'),
+    ('ZZZ_QQQ = 1', 'Gin macro ZZZ_QQQ is set but no binding reads it, so it '
+     'would change nothing: see the macro table'),
+])
+def test_a_macro_nothing_reads_is_refused_naming_the_nearest(binding,
+                                                              message):
+  with pytest.raises(ValueError) as e:
+    gin_config.parse(['gin/resnet_quickstart.gin'], [binding])
+  assert message in str(e.value)
+
+
+def test_the_macros_a_model_reads_pass():
+  gin_config.parse(['gin/bert_quickstart.gin'], ["INIT_CHECKPOINT = ''"])
+  assert gin.query_parameter('%INIT_CHECKPOINT') == ''
+
+
+def test_a_misspelt_macro_stops_train_py_before_compute(tmp_path):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  from tests import helpers  # pylint: disable=import-outside-toplevel
+  done = subprocess.run(
+      [helpers.PYTHON, 'train.py', '--gin_file=gin/resnet_quickstart.gin',
+       f'--model_dir={tmp_path}/run', '--gin.TRAIN_STEP=30'],
+      cwd=helpers.ROOT, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines()[-1] == (
+      'error: Gin macro TRAIN_STEP is set but no binding reads it, so it '
+      'would change nothing: did you mean TRAIN_STEPS?')
+  assert not (tmp_path / 'run' / 'mlperf.log').exists()
