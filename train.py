@@ -238,7 +238,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       task=task, optimizer=optimizer, learning_rate=lr,
       global_batch_size=schedule.global_batch_size,
       num_replicas=plan.replicas,
-      num_eval_examples=num_eval_examples, total_steps=total_steps)
+      num_eval_examples=num_eval_examples, total_steps=total_steps,
+      seed=options.seed)
   host_metric = task.host_metric()
   # A per-host metric scores each host's own examples where the plan keeps
   # each host's outputs on it.

@@ -33,7 +33,8 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
                init_checkpoint: str = '', vocab_file: str = '',
                target_accuracy: float = 0.712,
                sum_replica_gradients: bool = True,
-               epoch_num_unit: str = 'samples'):
+               epoch_num_unit: str = 'samples',
+               logged_accumulation_steps: int = 1):
     """Args:
       model: builds the Bert (gin: `@models.bert.Bert`, no call).
       data: the input pipeline.
@@ -47,11 +48,15 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
         weighs num_replicas times more).
       epoch_num_unit: what MLPerf's epoch_num counts: 'steps' (ruleset
         0.7.0, as Google's v0.7 logs do) or 'samples' (later rulesets).
+      logged_accumulation_steps: the `opt_gradient_accumulation_steps` the
+        log states for a run without accumulation: 1, or 0 as Google's
+        TF1 pod code logs it (its flag's "none"; their TF2 v3-32 logs 1).
     """
     if epoch_num_unit not in ('steps', 'samples'):
       raise ValueError("`epoch_num_unit` must be 'steps' or 'samples', got "
                        f'{epoch_num_unit!r}.')
     self.epoch_num_unit = epoch_num_unit
+    self.logged_accumulation_steps = logged_accumulation_steps
     self._build_model = model
     self.data = data
     self.init_checkpoint, self.vocab_file = init_checkpoint, vocab_file
@@ -142,7 +147,8 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
                     num_replicas: int) -> dict:
     del per_replica_batch_size, num_replicas
     return {'max_sequence_length': self.data.max_seq_length,
-            'max_predictions_per_seq': self.data.max_predictions_per_seq}
+            'max_predictions_per_seq': self.data.max_predictions_per_seq,
+            'opt_gradient_accumulation_steps': self.logged_accumulation_steps}
 
   def mlperf_epoch_num(self, step: int, global_batch_size: int) -> int:
     return step if self.epoch_num_unit == 'steps' else step * global_batch_size

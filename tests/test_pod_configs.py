@@ -37,7 +37,7 @@ GOOGLE_BERT = {
     'opt_lamb_weight_decay_rate': 0.0166629,
     'opt_lamb_learning_rate_decay_poly_power': 1,
     'max_predictions_per_seq': 76, 'train_samples': 4587520,
-    'eval_samples': 10000,
+    'eval_samples': 10000, 'opt_gradient_accumulation_steps': 0,
 }
 
 
@@ -189,6 +189,7 @@ GOOGLE_BERT_V3_32 = {
     'num_warmup_steps': 0, 'start_warmup_step': 0, 'opt_epsilon': 1e-06,
     'eval_samples': 10000, 'opt_lamb_learning_rate_decay_poly_power': 1.0,
     'opt_learning_rate_training_steps': 8103, 'train_samples': 3630144,
+    'opt_gradient_accumulation_steps': 1,
 }
 
 

@@ -36,7 +36,8 @@ def test_quickstart_reaches_target_and_its_log_passes_the_checker(
     assert 'SUCCESS' in checked.stdout + checked.stderr
   text = open(log).read()
   for key in ('"run_stop"', '"status": "success"', '"lars_opt_momentum"',
-              '"model_bn_span"', '"eval_accuracy"', '"block_start"'):
+              '"model_bn_span"', '"eval_accuracy"', '"block_start"',
+              '"key": "seed", "value": 0,'):
     assert key in text
   # TensorBoard scalars were written.
   events = glob.glob(os.path.join(model_dir, 'train', 'events.*'))

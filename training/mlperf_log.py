@@ -210,8 +210,9 @@ class MlperfLog:
 
 def hyperparameters(*, task, optimizer, learning_rate, global_batch_size: int,
                     num_replicas: int, num_eval_examples: int,
-                    total_steps: int) -> dict:
-  """The keys MLPerf wants before init_stop: batch, samples, optimizer, task.
+                    total_steps: int, seed: int | None = None) -> dict:
+  """The keys MLPerf wants before init_stop: seed, batch, samples, optimizer,
+  task.
 
   train_samples is the data's epoch when it knows it (ResNet: 1,281,167),
   else the samples the step budget trains (Google's v0.7 BERT logs
@@ -219,6 +220,7 @@ def hyperparameters(*, task, optimizer, learning_rate, global_batch_size: int,
   """
   per_replica = global_batch_size // num_replicas
   return {
+      **({mlc.SEED: seed} if seed is not None else {}),
       mlc.GLOBAL_BATCH_SIZE: global_batch_size,
       mlc.GRADIENT_ACCUMULATION_STEPS: 1,
       mlc.TRAIN_SAMPLES: (task.data.num_train_examples or

@@ -32,6 +32,8 @@ class RunOptions:
       starting at or after step `first` to the one ending at or past `last`,
       for TensorBoard's profile plugin (gin macro PROFILE_STEPS; () for
       none).
+    seed: the run's seed (gin macro SEED, which the model and input
+      pipeline read too), logged as MLPerf's `seed`.
 
   Raises:
     ValueError: `profile_steps` that are not a pair.
@@ -43,6 +45,7 @@ class RunOptions:
   preemption_grace_seconds: float = 300.0
   restart: bool = False
   profile_steps: tuple[int, ...] = ()
+  seed: int = 0
 
   def __post_init__(self):
     if self.profile_steps and len(self.profile_steps) != 2:
