@@ -123,6 +123,9 @@ class Checkpointer:
     on disk (a lost or stale state file hides nothing)."""
     on_disk = [p[:-len('.index')] for p in
                tf.io.gfile.glob(os.path.join(self.directory, 'ckpt-*.index'))]
+    # Data files whose index is gone: damage to set aside too.
+    on_disk += [p.rsplit('.data-', 1)[0] for p in tf.io.gfile.glob(
+        os.path.join(self.directory, 'ckpt-*.data-*'))]
     found = {p for p in self._listed() + on_disk if step_of(p) >= 0}
     return sorted(found, key=step_of, reverse=True)
 
@@ -178,8 +181,18 @@ class Checkpointer:
     built = self._values() if self.restart else None
     for prefix in self._candidates():
       if not self._exists(prefix):
-        skipped.append(f'{prefix}: listed in the state file but its files '
-                       'are gone')
+        left = tf.io.gfile.glob(prefix + '.*')
+        if not left:
+          skipped.append(f'{prefix}: listed in the state file but its files '
+                         'are gone')
+          continue
+        # Its data without the index cannot be read, and a save at that step
+        # would write over it: set aside like any other damage.
+        reason = (f'its .index file is missing ({len(left)} other file'
+                  f'{"s" if len(left) > 1 else ""} left)')
+        where = (f'set aside in {self._move_aside(prefix, reason)}'
+                 if self.chief else 'the chief sets it aside')
+        skipped.append(f'{prefix}: {reason}; {where}')
         continue
       # A fresh Checkpoint per attempt: a failed restore leaves pending
       # reads on its Checkpoint that the next restore would retry.

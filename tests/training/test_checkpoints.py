@@ -110,6 +110,46 @@ def test_a_deleted_latest_checkpoint_resumes_from_the_older_one(tmp_path):
       restored.skipped[0])
 
 
+@pytest.mark.parametrize('state_file', ['kept', 'lost'])
+def test_a_deleted_index_sets_the_data_aside_before_a_save_overwrites_it(
+    tmp_path, state_file):
+  save_steps(tmp_path, [10, 20])
+  folder = tmp_path / 'checkpoints'
+  os.remove(folder / 'ckpt-20.index')
+  if state_file == 'lost':
+    os.remove(folder / 'checkpoint')
+  data = sorted(f for f in os.listdir(folder) if f.startswith('ckpt-20.'))
+  assert data == ['ckpt-20.data-00000-of-00001']
+  saved = (folder / data[0]).read_bytes()
+  saver, values, step = make(tmp_path)
+  restored = saver.restore_latest()
+  assert int(step.numpy()) == 10
+  aside = folder / 'damaged' / 'ckpt-20'
+  assert restored.skipped == [
+      f'{folder}/ckpt-20: its .index file is missing (1 other file left); '
+      f'set aside in {aside}']
+  assert sorted(os.listdir(aside)) == [data[0], 'reason.txt']
+  assert (aside / data[0]).read_bytes() == saved
+  assert 'its .index file is missing' in (aside / 'reason.txt').read_text()
+  # The resumed run saves step 20 again beside it, not over it.
+  step.assign(20)
+  for v in values:
+    v.assign(tf.fill(v.shape, 7.0))
+  saver.save(20)
+  assert (aside / data[0]).read_bytes() == saved
+  assert index_files(folder) == ['ckpt-10.index', 'ckpt-20.index']
+
+
+def test_a_non_chief_leaves_the_index_less_data_to_the_chief(tmp_path):
+  save_steps(tmp_path, [10, 20])
+  os.remove(tmp_path / 'checkpoints' / 'ckpt-20.index')
+  saver, _, step = make(tmp_path, chief=False, worker_id=1)
+  restored = saver.restore_latest()
+  assert int(step.numpy()) == 10
+  assert restored.skipped[0].endswith('the chief sets it aside')
+  assert 'ckpt-20.data-00000-of-00001' in os.listdir(tmp_path / 'checkpoints')
+
+
 def test_a_lost_or_garbled_state_file_hides_no_checkpoint(tmp_path):
   save_steps(tmp_path, [10, 20])
   (tmp_path / 'checkpoints' / 'checkpoint').write_text('not a { proto')
