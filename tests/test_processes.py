@@ -201,6 +201,35 @@ def test_preempted_run_saves_where_it_stopped_and_resumes_exactly(
       os.path.join(preempted, 'mlperf.log')).read()
 
 
+def test_a_signal_during_an_eval_stops_at_its_end_not_a_loop_later(
+    quickstart_data, tmp_path):
+  from training import preemption
+  model_dir = str(tmp_path / 'run')
+  # An eval of 45 device calls (batch 8, one step a call) for the signal to
+  # land in; checkpoints every 100 steps, so the stop's save is its own.
+  params = [*RESUME_PARAMS, '--gin.CHECKPOINT_EVERY_STEPS=100',
+            '--gin.EVAL_BATCH_SIZE=8',
+            '--gin.training.run_options.RunOptions.eval_steps_per_loop=1']
+  proc = subprocess.Popen(train_cmd(quickstart_data, model_dir, *params),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=ENV, cwd=helpers.ROOT, text=True)
+  output = []
+  for line in proc.stdout:
+    output.append(line)
+    if line.startswith('evaluating at step 20'):
+      proc.send_signal(signal.SIGTERM)
+      break
+  output += proc.stdout.readlines()
+  proc.wait(timeout=240)
+  text = ''.join(output)
+  assert proc.returncode == preemption.EXIT_PREEMPTED, text[-3000:]
+  assert 'preempted at step 20, after an evaluation: saved' in text, text[-3000:]
+  assert 'step 22/' not in text  # No training loop after the signal.
+  assert re.search(r'^eval at step 20: quality', text, re.M)
+  assert tf.train.latest_checkpoint(os.path.join(
+      model_dir, 'checkpoints')).endswith('ckpt-20')
+
+
 def test_a_second_signal_exits_at_once_keeping_the_last_checkpoint(
     quickstart_data, tmp_path):
   model_dir = str(tmp_path / 'run')

@@ -62,15 +62,22 @@ class NanGuard:
 
 
 class ProgressLine:
-  """Prints a line per loop (step, loss, lr, throughput, ETA) and per eval."""
+  """Prints a line per loop (step, loss, lr, throughput, time to the step
+  budget), one as each evaluation starts and one with its result."""
 
   def __init__(self, *, global_batch_size: int, target: float,
-               quality_name: str):
+               quality_name: str, stop_at_target: bool = True):
     self.global_batch_size, self.target = global_batch_size, target
     self.quality_name = quality_name
+    self.stop_at_target = stop_at_target
 
   def __call__(self, event):
-    if isinstance(event, ev.LoopEnd):
+    if isinstance(event, ev.RunStart):
+      until = (f'until {self.quality_name} {self.target:g} or ' if
+               self.stop_at_target else 'to ')
+      print(f'training from step {event.step} {until}the step budget; ETA '
+            'is the time to the budget\'s last step.', flush=True)
+    elif isinstance(event, ev.LoopEnd):
       steps_per_second = max(event.examples_per_second /
                              self.global_batch_size, 1e-9)
       eta = (event.total_steps - event.step) / steps_per_second
@@ -78,6 +85,8 @@ class ProgressLine:
             f'lr {event.learning_rate:.5g}  '
             f'{event.examples_per_second:.1f} examples/s  '
             f'ETA {format_eta(eta)}', flush=True)
+    elif isinstance(event, ev.EvalStart):
+      print(f'evaluating at step {event.step} ...', flush=True)
     elif isinstance(event, ev.EvalEnd):
       late = (f', known at step {event.known_at_step}'
               if event.known_at_step not in (None, event.step) else '')

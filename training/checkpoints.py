@@ -47,6 +47,17 @@ def _first_line(error: BaseException) -> str:
   return (lines[0] if lines else type(error).__name__)[:300]
 
 
+def _remove_if_empty(folder: str) -> None:
+  """Removes a local folder that is empty (another worker's scratch in it
+  keeps it); object stores have no empty folders to leave behind."""
+  if '://' in folder:
+    return
+  try:
+    os.rmdir(folder)
+  except OSError:
+    pass  # Not empty, or already gone.
+
+
 def step_of(prefix: str) -> int:
   match = _PREFIX.search(os.path.basename(prefix))
   return int(match.group(1)) if match else -1
@@ -270,6 +281,7 @@ class Checkpointer:
     if not self.chief:
       if self._write_dir != self.directory:
         tf.io.gfile.rmtree(self._write_dir)
+        _remove_if_empty(os.path.dirname(self._write_dir))
       return path
     self._kept = [p for p in self._kept if p != path] + [path]
     self._write_state()

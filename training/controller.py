@@ -231,13 +231,14 @@ class Controller:
           step=step, total_steps=total, loss=loss,
           learning_rate=float(self.learning_rate(step)),
           examples_per_second=examples_per_second))
-      if s.evaluates_at(step, total):
+      stopping = any(d.stop for d in decisions)  # Preempted: no new eval.
+      if s.evaluates_at(step, total) and not stopping:
         self._notify(ev.EvalStart(step=step))
         if self.evaluator.asynchronous:
           # Training moves on before the result: keep these weights.
           self.snapshots[step] = self.checkpointer.hold(step)
         self._explained(self.evaluator.start, step)
-      results = self.evaluator.results(wait=step >= total)
+      results = self.evaluator.results(wait=step >= total and not stopping)
       for i, result in enumerate(results):
         quality = result.quality
         epoch = (round(result.step / self.steps_per_epoch, 4)

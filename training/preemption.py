@@ -1,11 +1,13 @@
-"""Preemption: SIGTERM or SIGINT ends the run at the next loop boundary, saved.
+"""Preemption: SIGTERM or SIGINT ends the run at the next boundary, saved.
 
 What a preempted TPU VM or a cluster scheduler sends is SIGTERM, some time
-before the machine goes away. The first signal sets a flag; the device loop
-in flight finishes (Python handles signals between the calls); at its end
-every worker agrees to stop (a one-value all-reduce of the flags, so a
-signal on any worker stops all of them at the same step), saves a
-checkpoint there, and the run ends with MLPerf run_stop status `aborted` and
+before the machine goes away (30 s for a Spot VM). The first signal sets a
+flag; the device loop or evaluation in flight finishes (Python handles
+signals between the calls); at its end (a training loop's end, before any
+evaluation due there, or an evaluation's end) every worker agrees to stop
+(a one-value all-reduce of the flags, so a signal on any worker stops all
+of them at the same step), saves a checkpoint there unless that step was
+just saved, and the run ends with MLPerf run_stop status `aborted` and
 exit code EXIT_PREEMPTED, which a launcher reads as "preempted, resume me".
 A second signal, or the grace period running out, exits at once: the
 checkpoints already written stay intact.
@@ -38,6 +40,7 @@ class PreemptionGuard:
     self.checkpointer, self.grace_seconds = checkpointer, grace_seconds
     self.worker_sum = worker_sum
     self.signalled = None  # The first signal's number, once received.
+    self.stopped = False  # Whether this guard has stopped the run.
     self._previous = {}
 
   def _handle(self, signum, frame):
@@ -47,7 +50,8 @@ class PreemptionGuard:
             'written is kept.', flush=True)
       os._exit(128 + signum)  # pylint: disable=protected-access
     self.signalled = signum
-    print(f'signal {signum}: finishing this loop, then saving and stopping '
+    print(f'signal {signum}: finishing this loop or evaluation, then saving '
+          'and stopping '
           f'(again to exit at once; grace {self.grace_seconds:g} s).',
           flush=True)
     if self.grace_seconds:
@@ -75,14 +79,31 @@ class PreemptionGuard:
     if isinstance(event, ev.RunStart):
       self._install()
     elif isinstance(event, ev.LoopEnd):
-      # Any worker signalled stops all of them at this same step.
-      if self.worker_sum(float(self.signalled is not None)) > 0:
-        began = time.time()
-        path = self.checkpointer.save(event.step)
-        print(f'preempted at step {event.step}: saved {path} in '
-              f'{time.time() - began:.1f} s; rerun the same command to '
-              'resume.', flush=True)
-        return ev.Decision(status='aborted', stop=True, preempted=True)
+      return self._maybe_stop(event.step, 'this loop')
+    elif isinstance(event, ev.EvalEnd):
+      return self._maybe_stop(
+          event.step if event.known_at_step is None else event.known_at_step,
+          'an evaluation')
     elif isinstance(event, ev.RunEnd):
       self._restore()
     return None
+
+  def _maybe_stop(self, step: int, after: str):
+    if self.stopped:
+      return None  # Decided already; the run is stopping.
+    # Every worker sees the same LoopEnd and EvalEnd events (the evaluator
+    # agrees on results), so they all take part in this sum at each one:
+    # any worker signalled stops all of them at this same step.
+    if self.worker_sum(float(self.signalled is not None)) == 0:
+      return None
+    if self.checkpointer.last_saved_step == step:
+      # The signal came during this step's save (or it was saved already).
+      saved = f'step {step} was just saved'
+    else:
+      began = time.time()
+      path = self.checkpointer.save(step)
+      saved = f'saved {path} in {time.time() - began:.1f} s'
+    print(f'preempted at step {step}, after {after}: {saved}; rerun the same '
+          'command to resume.', flush=True)
+    self.stopped = True
+    return ev.Decision(status='aborted', stop=True, preempted=True)

@@ -245,7 +245,11 @@ def test_non_chief_writes_to_scratch_and_removes_it(tmp_path):
   saver, _, _ = make(tmp_path, chief=False, worker_id=1)
   saver.save(1)
   assert not os.path.exists(tmp_path / 'checkpoints')
-  assert os.listdir(tmp_path / 'worker_scratch') == []
+  assert not os.path.exists(tmp_path / 'worker_scratch')
+  # Another worker's scratch being written keeps the folder.
+  os.makedirs(tmp_path / 'worker_scratch' / 'checkpoints-2')
+  saver.save(2)
+  assert os.listdir(tmp_path / 'worker_scratch') == ['checkpoints-2']
 
 
 def test_non_chief_skips_a_damaged_checkpoint_without_moving_it(tmp_path):
