@@ -62,6 +62,7 @@ from training import checkpoints
 from training import controller as controller_lib
 from training import evaluator as evaluator_lib
 from training import events
+from training import extras
 from training import exit_codes
 from training import mlperf_log
 from training import preemption
@@ -322,8 +323,10 @@ def experiment_files() -> list[str]:
 
 
 def main(argv, sugar_bindings):
-  """The command line: a user error is one line on stderr and exit code 2,
-  an unreachable TPU one line and 4 (--verbose shows their traceback); any
+  """The command line: a user error (or a module of an optional
+  requirements file not installed: training/extras.py) is one line on
+  stderr and exit code 2, an unreachable TPU one line and 4 (--verbose
+  shows their traceback); any
   other error is a crash: its traceback and exit code 3, never 1 (which
   means "budget used, target not reached")."""
   try:
@@ -335,7 +338,11 @@ def main(argv, sugar_bindings):
     print(f'error: {lines[0]}', file=sys.stderr, flush=True)
     return (exit_codes.NO_TPU if isinstance(e, tpu_lib.TpuUnavailable)
             else EXIT_USER_ERROR)
-  except Exception:  # pylint: disable=broad-except
+  except Exception as e:  # pylint: disable=broad-except
+    missing = extras.explain(e) if isinstance(e, ImportError) else None
+    if missing and not flags.FLAGS.verbose:  # An optional requirement.
+      print(f'error: {missing}', file=sys.stderr, flush=True)
+      return EXIT_USER_ERROR
     traceback.print_exc()
     print(f'crashed (exit {exit_codes.CRASH}): the traceback above is the '
           'cause; this run is not a result.', file=sys.stderr, flush=True)

@@ -91,17 +91,19 @@ class Report:
   short_run: bool
 
   def __str__(self):
-    verdict = {True: 'VALID', False: 'INVALID', None: 'accuracy run'}
-    lines = [f'{self.scenario} {self.mode}: {verdict[self.valid]}']
-    lines += [f'  reason: {r}' for r in self.reasons]
+    verdict = {True: 'VALID', False: 'INVALID',
+               None: 'accuracy run (no verdict: the quality is the result)'}
+    head = f'{self.scenario} {self.mode}: {verdict[self.valid]}'
+    if self.short_run and self.mode == 'performance':
+      # One statement of what the verdict means, not two that seem to clash.
+      head += (' for its own settings; shorter than the rules\' 600 s '
+               'minimum, so a measurement, not a submission result')
+    lines = [head] + [f'  reason: {r}' for r in self.reasons]
     if self.value is not None:
       lines.append(f'  {self.metric}: {self.value:g}')
     if self.quality is not None:
       lines.append(f'  quality from mlperf_log_accuracy.json: '
                    f'{self.quality:.4f}')
-    if self.short_run and self.mode == 'performance':
-      lines.append('  NOTE: shorter than the rules\' 600 s minimum duration: '
-                   'not a valid submission run whatever LoadGen says.')
     return '\n'.join(lines)
 
 

