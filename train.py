@@ -264,14 +264,17 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
                             on_lost=mlperf.close),
       actions_lib.ConfigFile(
           path=os.path.join(model_dir, 'config.gin') if chief else None,
-          text=gin.config_str()),
+          text=gin_config.readable(gin.config_str())),
       actions_lib.NanGuard(checkpointer),
       actions_lib.ProgressLine(global_batch_size=schedule.global_batch_size,
                                target=task.target_quality,
                                quality_name=task.quality_name,
                                stop_at_target=schedule.stop_at_target),
       actions_lib.Summaries(model_dir=model_dir, chief=chief,
-                            config_text=gin.config_str()),
+                            config_text=gin_config.readable(gin.config_str()),
+                            quality_tag=task.quality_tag,
+                            global_batch_size=schedule.global_batch_size,
+                            steps_per_epoch=steps_per_epoch),
       actions_lib.TargetTest(target=task.target_quality,
                              higher_is_better=task.higher_is_better,
                              first_eval_step=schedule.first_eval_step,
@@ -366,7 +369,7 @@ def run_command(argv, sugar_bindings):
   model_dir = flag_values.model_dir
   result = gin.get_configurable(this_module.train)()
   staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),
-             gin.operative_config_str())
+                          gin_config.readable(gin.operative_config_str()))
   if result.preempted:
     return exit_codes.PREEMPTED
   return (exit_codes.TARGET_REACHED if result.status == 'success' else

@@ -26,6 +26,7 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
 
   mlperf_benchmark = 'bert'
   quality_name = 'masked-LM accuracy'
+  quality_tag = 'mlm_accuracy'
   eval_sum_names = ('correct', 'weight', 'examples')
   higher_is_better = True
 

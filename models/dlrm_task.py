@@ -47,6 +47,7 @@ class DlrmTask:
 
   mlperf_benchmark = 'dlrm'
   quality_name = 'ROC AUC'
+  quality_tag = 'auc'
   eval_sum_names = ('examples', 'loss')
   eval_output_dtypes = {'score': tf.float32, 'label': tf.float32,
                         'mask': tf.float32}

@@ -27,7 +27,8 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
   mlperf_benchmark = 'resnet'
   spatial_feature = 'image'  # Split by SPATIAL_PARTITIONS.
   quality_name = 'top-1 accuracy'
-  eval_sum_names = ('correct', 'examples')
+  quality_tag = 'top1_accuracy'
+  eval_sum_names = ('correct', 'examples', 'loss')
   higher_is_better = True
 
   def __init__(self, *, model: Callable[[], ResNet], data: ImageNetInput,
@@ -71,12 +72,16 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
     return losses.share_of_global_mean(per_example), state_updates
 
   def eval_sums(self, model, batch) -> dict:
-    """Masked counts summed over a replica's batch."""
+    """Masked counts summed over a replica's batch, and the masked
+    cross-entropy (unsmoothed) summed."""
     logits, _ = model(normalize(batch['image']), training=False)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                batch['label']), tf.float32)
+    loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch['label'], tf.cast(logits, tf.float32))
     return {'correct': tf.reduce_sum(correct * batch['mask']),
-            'examples': tf.reduce_sum(batch['mask'])}
+            'examples': tf.reduce_sum(batch['mask']),
+            'loss': tf.reduce_sum(loss * batch['mask'])}
 
   def explain_input_error(self, error: Exception) -> str | None:
     """Names the damaged record or the undecodable images behind an input

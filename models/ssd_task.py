@@ -132,6 +132,7 @@ class SsdTask:
   mlperf_benchmark = 'ssd'
   spatial_feature = 'image'  # Split by SPATIAL_PARTITIONS.
   quality_name = 'COCO box mAP'
+  quality_tag = 'mAP'
   eval_sum_names = ('examples',)
   eval_output_dtypes = {'image_id': tf.int32, 'boxes': tf.float32,
                         'scores': tf.float32, 'classes': tf.int32,

@@ -53,6 +53,7 @@ class TransformerTask:
 
   mlperf_benchmark = 'transformer'
   quality_name = 'BLEU'
+  quality_tag = 'bleu'
   eval_sum_names = ('examples',)
   eval_output_dtypes = {'ids': tf.int32, 'index': tf.int32,
                         'mask': tf.float32}

@@ -94,6 +94,7 @@ class BinaryDigitsTask(ResNetTask):
     self.per_host = per_host
 
   quality_name = 'ROC AUC (digit >= 5)'
+  quality_tag = 'auc'
   eval_output_dtypes = {'score': tf.float32, 'positive': tf.int32,
                         'mask': tf.float32}
 

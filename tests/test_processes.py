@@ -43,12 +43,21 @@ def test_cli_writes_configs_and_accepts_gin_sugar(quickstart_data, tmp_path):
   config = open(os.path.join(model_dir, 'config.gin')).read()
   operative = open(os.path.join(model_dir, 'operative_config.gin')).read()
   assert 'train_steps = 4' in config
-  assert 'ImageNetInput.data_dir' in operative
-  events = [os.path.join(model_dir, 'train', f)
-            for f in os.listdir(os.path.join(model_dir, 'train'))]
-  tags = {v.tag for e in tf.compat.v1.train.summary_iterator(events[0])
-          for v in e.summary.value}
-  assert 'gin/config' in tags
+  assert 'input_pipeline.imagenet.ImageNetInput.data_dir' in operative
+  # gin's module aliases (`import training.step as training7`) undone.
+  for text in (config, operative):
+    assert 'import training.step\n' in text
+    assert not re.search(r'\b(training|models|distribution)\d+\b', text)
+  tags = {}
+  for kind in ('train', 'eval'):
+    folder = os.path.join(model_dir, kind)
+    tags[kind] = {v.tag for f in os.listdir(folder) for e in
+                  tf.compat.v1.train.summary_iterator(os.path.join(folder, f))
+                  for v in e.summary.value}
+  assert {'gin/config', 'loss', 'learning_rate', 'examples_per_second',
+          'steps_per_second', 'step_time_ms', 'epoch'} <= tags['train']
+  assert {'top1_accuracy', 'loss', 'epoch'} <= tags['eval']
+  assert 'quality' not in tags['eval']
 
 
 def test_gin_mistakes_fail_before_anything_runs(tmp_path):

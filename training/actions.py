@@ -100,13 +100,19 @@ class ProgressLine:
 
 
 class Summaries:
-  """TensorBoard scalars: loss, learning rate, throughput; eval quality.
+  """TensorBoard: per loop the training loss, learning rate, examples/s,
+  steps/s, step time and epoch; per evaluation the task's quality under
+  its own tag (`top1_accuracy`, `mlm_accuracy`, `bleu`, `mAP`, `auc`), the
+  eval loss where the task sums one, and the epoch.
 
   Writes `<model_dir>/train` and `<model_dir>/eval` on the chief only, and
-  the gin config as text at the start.
+  the gin config as text at the start (gin's aliased module names, e.g.
+  `training7`, replaced by the real ones: training/config.py).
   """
 
-  def __init__(self, *, model_dir: str, chief: bool, config_text: str = ''):
+  def __init__(self, *, model_dir: str, chief: bool, config_text: str = '',
+               quality_tag: str = 'quality', global_batch_size: int = 0,
+               steps_per_epoch: float = 0.0):
     if chief:
       self.train_writer = tf.summary.create_file_writer(
           os.path.join(model_dir, 'train'))
@@ -114,7 +120,13 @@ class Summaries:
           os.path.join(model_dir, 'eval'))
     else:
       self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
-    self.config_text = config_text
+    self.config_text, self.quality_tag = config_text, quality_tag
+    self.global_batch_size = global_batch_size
+    self.steps_per_epoch = steps_per_epoch
+
+  def _epoch(self, step: int) -> None:
+    if self.steps_per_epoch:
+      tf.summary.scalar('epoch', step / self.steps_per_epoch)
 
   def __call__(self, event):
     if isinstance(event, ev.RunStart) and self.config_text:
@@ -126,9 +138,19 @@ class Summaries:
         tf.summary.scalar('loss', event.loss)
         tf.summary.scalar('learning_rate', event.learning_rate)
         tf.summary.scalar('examples_per_second', event.examples_per_second)
+        if self.global_batch_size and event.examples_per_second > 0:
+          steps_per_second = event.examples_per_second / self.global_batch_size
+          tf.summary.scalar('steps_per_second', steps_per_second)
+          tf.summary.scalar('step_time_ms', 1000.0 / steps_per_second)
+        self._epoch(event.step)
     elif isinstance(event, ev.EvalEnd):
       with self.eval_writer.as_default(step=event.step):
-        tf.summary.scalar('quality', event.quality)
+        tf.summary.scalar(self.quality_tag, event.quality)
+        metrics = event.metrics or {}
+        if 'loss' in metrics and float(metrics.get('examples', 0)) > 0:
+          tf.summary.scalar('loss', float(metrics['loss']) /
+                            float(metrics['examples']))
+        self._epoch(event.step)
     elif isinstance(event, ev.RunEnd):
       self.train_writer.flush()
       self.eval_writer.flush()

@@ -11,6 +11,7 @@ never calls gin: this module is what the entry points share.
 import collections.abc
 import difflib
 import os
+import re
 import types
 import typing
 
@@ -40,10 +41,15 @@ def parse(gin_files: list[str], bindings: list[str],
   """Parses gin files (found relative to the repository too) and bindings,
   then checks each bound value against its parameter's type."""
   gin.add_config_file_search_path(ROOT)
-  gin.parse_config_files_and_bindings(list(gin_files), list(bindings),
+  # Files first: the macros their bindings read, before a command-line
+  # binding of a parameter replaces the binding that read one.
+  gin.parse_config_files_and_bindings(list(gin_files), [],
+                                      finalize_config=False)
+  read_by_files = macros_read()
+  gin.parse_config_files_and_bindings([], list(bindings),
                                       finalize_config=finalize)
   check_binding_types()
-  check_macros_read()
+  check_macros_read(read_by_files)
 
 
 def _bindings():
@@ -139,22 +145,30 @@ def _macro_references(value, found: set[str]) -> set[str]:
   return found
 
 
-def check_macros_read() -> None:
+def macros_read() -> set[str]:
+  """The macros the bindings parsed so far read (and the code's, TASK)."""
+  read: set[str] = set(MACROS_READ_BY_CODE)
+  for _, _, value in _bindings():
+    _macro_references(value, read)
+  return read
+
+
+def check_macros_read(read_by_files: set[str] = frozenset()) -> None:
   """Every macro set is read by some binding (or by the code, TASK).
 
   `--gin.TRAIN_STEP=30` defines a new macro that nothing reads, so the run
   would silently use the whole budget: refused, naming the nearest macro.
+  A macro the gin files read counts as read even where a command-line
+  binding of the parameter replaced the binding that read it
+  (`--gin.training.controller.RunSchedule.train_steps=4` leaves
+  TRAIN_STEPS unread but known).
 
   Raises:
     ValueError: naming the unread macro and the nearest one that is read.
   """
-  read: set[str] = set(MACROS_READ_BY_CODE)
-  defined = []
-  for selector, _, value in _bindings():
-    _macro_references(value, read)
-  for (scope, selector) in list(gin.config._CONFIG):  # pylint: disable=protected-access
-    if selector == 'gin.macro':
-      defined.append(scope)
+  read = macros_read() | set(read_by_files)
+  defined = [scope for (scope, selector) in list(gin.config._CONFIG)  # pylint: disable=protected-access
+             if selector == 'gin.macro']
   unread = [name for name in defined if name not in read]
   if unread:
     name = unread[0]
@@ -164,6 +178,27 @@ def check_macros_read() -> None:
     raise ValueError(
         f'Gin macro {name} is set but no binding reads it, so it would '
         f'change nothing: {hint}')
+
+
+_ALIAS = re.compile(r'^import ([\w.]+) as (\w+)$', re.M)
+
+
+def readable(config_text: str) -> str:
+  """gin's config text with its module aliases undone.
+
+  With dynamic registration gin writes `import training.step as training7`
+  and then `training7.GradientOptions...`; this writes `import
+  training.step` and `training.step.GradientOptions...`, which reads as the
+  files do and parses the same.
+  """
+  aliases = dict((alias, module) for module, alias in
+                 _ALIAS.findall(config_text))
+  text = _ALIAS.sub(r'import \1', config_text)
+  if not aliases:
+    return text
+  names = '|'.join(sorted(map(re.escape, aliases), key=len, reverse=True))
+  return re.sub(rf'(?<![\w.])({names})\.',
+                lambda m: aliases[m[1]] + '.', text)
 
 
 def configured_task():

@@ -169,6 +169,7 @@ class Task(Protocol):
 
   mlperf_benchmark: str  # submission_benchmark, e.g. 'resnet'.
   quality_name: str  # Printed with the final quality, e.g. 'top-1 accuracy'.
+  quality_tag: str  # Its TensorBoard tag, e.g. 'top1_accuracy'.
   eval_sum_names: tuple[str, ...]  # Keys of eval_sums(); 'examples' among them.
   # Per-example eval outputs for a host metric, by name with their dtypes
   # (empty: sums only). Each has a fixed shape with the replica batch first;
@@ -195,7 +196,9 @@ class Task(Protocol):
 
   def eval_sums(self, model, batch) -> dict:
     """Metric sums over one replica's batch, including 'examples' (real,
-    unpadded examples) by which the runtime checks eval coverage."""
+    unpadded examples) by which the runtime checks eval coverage, and
+    'loss' (the per-example loss summed) where the task has an eval loss:
+    TensorBoard shows loss / examples."""
 
   def eval_outputs(self, model, batch) -> dict:
     """Per-example outputs named in eval_output_dtypes (with 'mask')."""

@@ -70,3 +70,29 @@ def test_a_misspelt_macro_stops_train_py_before_compute(tmp_path):
       'error: Gin macro TRAIN_STEP is set but no binding reads it, so it '
       'would change nothing: did you mean TRAIN_STEPS?')
   assert not (tmp_path / 'run' / 'mlperf.log').exists()
+
+
+def test_a_binding_that_replaces_a_macros_reader_is_no_typo():
+  # The command line binds the parameter TRAIN_STEPS fed: TRAIN_STEPS is
+  # unread now, but known to the files, so not refused.
+  gin_config.parse(['gin/resnet_quickstart.gin'], [
+      'training.controller.RunSchedule.train_steps = 4'])
+  assert gin.query_parameter('training.controller.RunSchedule.train_steps') == 4
+
+
+def test_a_new_macro_read_by_another_command_line_binding_passes():
+  gin_config.parse(['gin/resnet_quickstart.gin'], [
+      'MY_STEPS = 6', 'training.controller.RunSchedule.train_steps = %MY_STEPS'])
+
+
+def test_gin_config_text_reads_without_module_aliases():
+  gin_config.parse(['gin/resnet_quickstart.gin'], [])
+  text = gin.config_str()
+  assert ' as training' in text  # gin's own text aliases modules...
+  readable = gin_config.readable(text)
+  assert ' as ' not in ''.join(l for l in readable.splitlines()
+                               if l.startswith('import '))
+  assert 'training.step.GradientOptions' in readable
+  gin.clear_config()
+  gin.parse_config(readable)  # ...ours parses the same.
+  assert gin.query_parameter('%DEPTH') == 18
