@@ -44,14 +44,20 @@ class Score:
   runs: list  # (file, passed checker, minutes or None, status).
   required: int
   score: float | None  # Minutes; None when too many runs failed.
+  dropped: tuple = ()  # Run names the olympic mean leaves out.
+  sources: dict = dataclasses.field(default_factory=dict)  # File -> model_dir.
 
   def __str__(self):
     lines = [f'{self.folder}: {self.benchmark}, {len(self.runs)} runs '
              f'(MLPerf asks for {self.required})']
     for path, passed, minutes, status in self.runs:
+      name = time_to_accuracy.run_name(path)
       time = f'{minutes:.4f} min' if minutes is not None else 'no run_stop'
-      lines.append(f'  {os.path.basename(path):14s} '
-                   f'{"PASS" if passed else "FAIL"}  {time}  {status}')
+      out = '  dropped' if name in self.dropped else ''
+      source = (f'  (from {self.sources[path]})' if path in self.sources
+                else '')
+      lines.append(f'  {name:10s} {"PASS" if passed else "FAIL"}  {time}  '
+                   f'{status}{out}{source}')
     if self.score is None:
       lines.append('score: none (more than one run failed the checker or '
                    'missed the target)')
@@ -83,7 +89,23 @@ def _summarizer_score(folder: str, benchmark: str, ruleset: str):
   return scores, score
 
 
-def score_folder(folder: str, *, ruleset: str, plot: bool = True) -> Score:
+def dropped_runs(runs: list) -> tuple:
+  """The runs the olympic mean leaves out, by name: the failed one (it
+  counts as the slowest), the fastest passing run, and the slowest passing
+  run unless a failed one took its place (mlperf_logging's
+  _compute_olympic_average with one score dropped at each end)."""
+  passing = sorted((m, time_to_accuracy.run_name(f)) for f, ok, m, _ in runs
+                   if ok and m is not None)
+  failed = [time_to_accuracy.run_name(f) for f, ok, m, _ in runs
+            if not (ok and m is not None)]
+  out = failed + [passing[0][1]] if passing else failed
+  if not failed and len(passing) > 1:
+    out.append(passing[-1][1])
+  return tuple(out)
+
+
+def score_folder(folder: str, *, ruleset: str, plot: bool = True,
+                 sources: dict | None = None) -> Score:
   """Scores one benchmark's result_*.txt files.
 
   Raises:
@@ -107,19 +129,30 @@ def score_folder(folder: str, *, ruleset: str, plot: bool = True) -> Score:
   passing, score = _summarizer_score(folder, benchmark, ruleset)
   runs = [(f, f in passing, log.minutes, log.status)
           for f, log in zip(files, logs)]
+  dropped = dropped_runs(runs) if score is not None else ()
   if plot:
+    scored = (f', score {score:.4g} min' if score is not None else
+              ', no score')
     time_to_accuracy.plot(
         logs, os.path.join(folder, 'time_to_accuracy.png'),
-        title=f'time to accuracy: {benchmark}, {len(logs)} runs')
+        title=f'time to accuracy: {benchmark}, {len(logs)} runs in '
+              f'{os.path.basename(os.path.dirname(folder.rstrip("/")))}/'
+              f'{os.path.basename(folder.rstrip("/"))}{scored}',
+        score_minutes=score, dropped=dropped)
   return Score(folder=folder, benchmark=benchmark, runs=runs,
-               required=required, score=score)
+               required=required, score=score, dropped=dropped,
+               sources={f: s for f, s in (sources or {}).items()
+                        if f in files})
 
 
-def collect(model_dirs: list[str], target: str, system: str) -> list[str]:
+def collect(model_dirs: list[str], target: str, system: str,
+            sources: dict | None = None) -> list[str]:
   """Copies each model_dir's mlperf.log to
-  <target>/<system>/<benchmark>/result_<i>.txt; returns the folders."""
+  <target>/<system>/<benchmark>/result_<i>.txt, in the order given; returns
+  the folders and records which model_dir became which file in `sources`."""
   folders = []
   counts = {}
+  sources = {} if sources is None else sources
   for model_dir in model_dirs:
     log = os.path.join(model_dir, 'mlperf.log')
     if not os.path.exists(log):
@@ -130,15 +163,18 @@ def collect(model_dirs: list[str], target: str, system: str) -> list[str]:
     os.makedirs(folder, exist_ok=True)
     i = counts.get(folder, 0)
     counts[folder] = i + 1
-    shutil.copyfile(log, os.path.join(folder, f'result_{i}.txt'))
+    result = os.path.join(folder, f'result_{i}.txt')
+    shutil.copyfile(log, result)
+    sources[result] = model_dir
     if folder not in folders:
       folders.append(folder)
   return folders
 
 
-def benchmark_folders(paths: list[str], *, collect_to: str,
-                      system: str) -> list[str]:
-  """Result folders named or found below `paths`; model dirs collected."""
+def benchmark_folders(paths: list[str], *, collect_to: str, system: str,
+                      sources: dict | None = None) -> list[str]:
+  """Result folders named or found below `paths`; model dirs collected
+  (`sources` gets which model_dir became which result file)."""
   folders, model_dirs = [], []
   for path in paths:
     if not os.path.isdir(path):
@@ -155,7 +191,7 @@ def benchmark_folders(paths: list[str], *, collect_to: str,
                          'mlperf.log.')
       folders += found
   if model_dirs:
-    folders += collect(model_dirs, collect_to, system)
+    folders += collect(model_dirs, collect_to, system, sources)
   return folders
 
 
@@ -166,10 +202,12 @@ def main(argv):
   # The checker logs every rule it runs; the verdicts are printed below.
   logging.getLogger().setLevel(logging.ERROR)
   collect_to = FLAGS.collect_to or tempfile.mkdtemp(prefix='results_')
+  sources = {}
   try:
     folders = benchmark_folders(paths, collect_to=collect_to,
-                                system=FLAGS.system)
-    scores = [score_folder(f, ruleset=FLAGS.ruleset) for f in folders]
+                                system=FLAGS.system, sources=sources)
+    scores = [score_folder(f, ruleset=FLAGS.ruleset, sources=sources)
+              for f in folders]
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
@@ -183,6 +221,7 @@ if __name__ == '__main__':
   flags.DEFINE_string('ruleset', '0.7.0', 'Compliance ruleset of the logs.')
   flags.DEFINE_string('system', 'system', 'The system folder name for '
                       'collected model dirs.')
-  flags.DEFINE_string('collect_to', '', 'Where collected model dirs go '
-                      '(results layout; default: a temporary folder).')
+  flags.DEFINE_string('collect_to', '', 'The folder that model dirs\' logs '
+                      'are copied into, as <system>/<benchmark>/result_<i>.txt '
+                      '(default: a new temporary folder).')
   app.run(lambda argv: sys.exit(main(argv)))

@@ -10,11 +10,26 @@ into a PNG. The run writes `<model_dir>/time_to_accuracy.png` at its end;
 
 import dataclasses
 import json
+import os
 
 from training import startup
 
 QUALITY_TARGET = 'quality_target'
 MLLOG_PREFIX = ':::MLLOG '
+# What MLPerf's eval_accuracy is for each benchmark (the y-axis).
+METRIC_NAMES = {'resnet': 'top-1 accuracy', 'bert': 'masked-LM accuracy',
+                'transformer': 'BLEU', 'gnmt': 'BLEU', 'ssd': 'COCO box mAP',
+                'maskrcnn': 'COCO box and mask mAP', 'dlrm': 'ROC AUC',
+                'minigo': 'move-prediction accuracy'}
+
+
+def run_name(path: str) -> str:
+  """A log's run name: `result_3` for results/.../result_3.txt, the
+  model_dir's name for <model_dir>/mlperf.log."""
+  base = os.path.basename(path.rstrip('/'))
+  if base.startswith('mlperf.log'):
+    return os.path.basename(os.path.dirname(path.rstrip('/'))) or base
+  return base[:-len('.txt')] if base.endswith('.txt') else base
 
 
 @dataclasses.dataclass
@@ -27,6 +42,14 @@ class RunLog:
   status: str | None
   evals: list  # (milliseconds since run_start, epoch_num, quality).
   target: float | None
+
+  @property
+  def name(self) -> str:
+    return run_name(self.path)
+
+  @property
+  def metric(self) -> str:
+    return METRIC_NAMES.get(self.benchmark or '', 'eval quality')
 
   @property
   def minutes(self) -> float | None:
@@ -75,15 +98,18 @@ def read_log(path: str) -> RunLog:
 
 
 def plot(runs: list[RunLog], path: str, *, title: str = '',
-         target: float | None = None) -> str:
+         target: float | None = None, score_minutes: float | None = None,
+         dropped: tuple[str, ...] = ()) -> str:
   """Writes a PNG of eval quality against time since run_start (seconds
   when the longest run is under two minutes, else minutes).
 
   Args:
-    runs: parsed logs, one curve each.
+    runs: parsed logs, one curve each, labelled with their run names.
     path: the PNG (local or gs://).
-    title: the figure's title (default: the benchmark).
+    title: the figure's title (default: the benchmark and the run's name).
     target: the quality target line (default: the logs' quality_target).
+    score_minutes: the olympic score, drawn as a vertical line.
+    dropped: names of the runs the score leaves out (drawn dashed).
 
   Returns:
     `path`.
@@ -94,27 +120,38 @@ def plot(runs: list[RunLog], path: str, *, title: str = '',
 
   target = target if target is not None else next(
       (r.target for r in runs if r.target is not None), None)
-  longest = max((t for r in runs for t, _, _ in r.evals), default=0)
+  longest = max([t for r in runs for t, _, _ in r.evals] +
+                [(score_minutes or 0) * 60000.0], default=0)
   # Short runs (quickstarts) read better in seconds.
   unit, scale = ('seconds', 1000.0) if longest < 120000 else ('minutes',
                                                                60000.0)
   figure, axes = pyplot.subplots(figsize=(7, 4.5), dpi=100)
-  for i, run in enumerate(runs):
+  for run in runs:
     if not run.evals:
       continue
     times = [t / scale for t, _, _ in run.evals]
     quality = [q for _, _, q in run.evals]
-    label = f'run {i + 1}' if len(runs) > 1 else 'eval'
+    label = run.name
     if run.minutes is not None:
       label += f' ({run.minutes * 60000.0 / scale:.3g} {unit[:3]}, '
       label += f'{run.status})'
-    axes.plot(times, quality, marker='o', markersize=3, label=label)
+    out = run.name in dropped
+    if out:
+      label += ', dropped'
+    axes.plot(times, quality, marker='o', markersize=3, label=label,
+              linestyle='--' if out else '-', alpha=0.5 if out else 1.0)
   if target is not None:
     axes.axhline(target, color='black', linestyle='--', linewidth=1,
                  label=f'target {target:g}')
+  if score_minutes is not None:
+    axes.axvline(score_minutes * 60000.0 / scale, color='black',
+                 linestyle=':', linewidth=1.5, label=f'score {score_minutes * 60000.0 / scale:.3g} '
+                 f'{unit[:3]} (olympic mean)')
   axes.set_xlabel(f'{unit} since run_start')
-  axes.set_ylabel('eval quality')
-  axes.set_title(title or f'time to accuracy: {runs[0].benchmark or "run"}')
+  axes.set_ylabel(f'eval {runs[0].metric}' if runs else 'eval quality')
+  only = f', {runs[0].name}' if len(runs) == 1 else ''
+  axes.set_title(title or
+                 f'time to accuracy: {runs[0].benchmark or "run"}{only}')
   axes.grid(alpha=0.3)
   axes.legend(fontsize=8, loc='lower right')
   figure.tight_layout()

@@ -40,6 +40,12 @@ def test_five_model_dirs_are_collected_checked_scored_and_plotted(
       'result_0.txt', 'result_1.txt', 'result_2.txt', 'result_3.txt',
       'result_4.txt', 'time_to_accuracy.png']
   assert done.stdout.count('PASS') == 5
+  # Each result names the model_dir it came from, in the order given.
+  for i, model_dir in enumerate(five_runs):
+    assert re.search(rf'^  result_{i} +PASS .*\(from {re.escape(model_dir)}\)$',
+                     done.stdout, re.M), done.stdout
+  # Fastest and slowest.
+  assert len(re.findall(r'^  result_\d .* dropped  ', done.stdout, re.M)) == 2
   expected = sorted(minutes(os.path.join(d, 'mlperf.log'))
                     for d in five_runs)[1:4]
   printed = float(re.search(r'score: ([\d.]+) min', done.stdout).group(1))
@@ -77,12 +83,14 @@ def test_the_olympic_mean_drops_fastest_and_slowest_and_failed_runs(
   result = score_lib.score_folder(str(folder), ruleset='0.7.0')
   assert result.score == pytest.approx(3.0)  # (2 + 3 + 4) / 3.
   assert all(passed for _, passed, _, _ in result.runs)
+  assert sorted(result.dropped) == ['result_0', 'result_1']  # 5 and 1 min.
   # One run that fails the checker is dropped as the slowest.
   shifted(log, folder / 'result_1.txt', 1.0, converged=False)
   result = score_lib.score_folder(str(folder), ruleset='0.7.0')
   assert [passed for _, passed, _, _ in result.runs] == [
       True, False, True, True, True]
   assert result.score == pytest.approx((3.0 + 4.0 + 5.0) / 3)
+  assert sorted(result.dropped) == ['result_1', 'result_3']  # Failed, 2 min.
   # Two: no score.
   shifted(log, folder / 'result_2.txt', 3.0, converged=False)
   assert score_lib.score_folder(str(folder), ruleset='0.7.0').score is None
