@@ -29,6 +29,7 @@ import concurrent.futures
 import dataclasses
 import queue
 import threading
+import time
 
 from absl import logging
 import numpy as np
@@ -122,7 +123,8 @@ class Evaluator:
                expected_count: int = 0, steps_per_loop: int = 0,
                asynchronous: bool = False,
                host_timeout_seconds: float = 3600.0, host_metric=None,
-               per_host: bool = True, worker_id: int = 0):
+               per_host: bool = True, worker_id: int = 0,
+               progress_seconds: float = 10.0):
     """Args:
       eval_loop: eval_loop(iterator, num_steps) -> (sums, outputs) (step.py);
         built with `local_outputs` when the host metric is per host.
@@ -146,6 +148,9 @@ class Evaluator:
         examples, the statistics summed); False: on the chief, as any host
         metric (the eval loop gathers every host's outputs).
       worker_id: this worker's index (0 the chief), for per-host metrics.
+      progress_seconds: an evaluation of several device calls (steps_per_loop)
+        prints the examples done and their rate when this long has passed
+        since the last line (the chief; a beam-search eval takes minutes).
     """
     self.eval_loop = eval_loop
     self.make_iterator, self.steps, self.task = make_iterator, steps, task
@@ -159,6 +164,7 @@ class Evaluator:
     self._worker_id = worker_id
     self.asynchronous = asynchronous and self.host_metric is not None
     self.host_timeout_seconds = host_timeout_seconds
+    self.progress_seconds = progress_seconds
     self._feeds = self.host_metric is not None and (chief or self.per_host)
     self._thread = (HostThread() if self.asynchronous and self._feeds
                     else None)
@@ -187,12 +193,21 @@ class Evaluator:
     if feeds:
       host.append(self._host(self.host_metric.reset))
     done = 0
+    began = last = time.monotonic()
     while done < self.steps:
       n = min(self.steps_per_loop, self.steps - done)
       chunk_sums, outputs = self.eval_loop(iterator, tf.constant(n))
       chunk_sums = {k: float(v) for k, v in chunk_sums.items()}
       sums = chunk_sums if sums is None else {
           k: sums[k] + chunk_sums[k] for k in sums}
+      now = time.monotonic()
+      if (self.chief and done + n < self.steps and self.progress_seconds and
+          now - last >= self.progress_seconds):
+        last = now
+        of = f'/{self.expected_count:,}' if self.expected_count else ''
+        print(f'  evaluating at step {step}: {int(sums["examples"]):,}{of} '
+              f'examples, {sums["examples"] / (now - began):.1f}/s',
+              flush=True)
       if feeds:
         real = outputs_without_padding({k: v.numpy()
                                         for k, v in outputs.items()})

@@ -43,7 +43,8 @@ class HostTask(LinearTask):
 
 
 @pytest.mark.parametrize('steps_per_loop', [0, 1])
-def test_host_metric_gets_every_real_example_once_in_chunks(steps_per_loop):
+def test_host_metric_gets_every_real_example_once_in_chunks(steps_per_loop,
+                                                           capsys):
   strategy = strategies.make_strategy(kind='mirrored', num_cpu_devices=3)
   x, y = data(n=10)
   with strategy.scope():
@@ -62,10 +63,19 @@ def test_host_metric_gets_every_real_example_once_in_chunks(steps_per_loop):
       eval_loop=step_lib.make_eval_loop(strategy=strategy, model=model,
                                         task=task),
       make_iterator=lambda: iter(dist), steps=3, task=task, chief=True,
-      expected_count=10, steps_per_loop=steps_per_loop)
+      expected_count=10, steps_per_loop=steps_per_loop,
+      progress_seconds=1e-9)  # A progress line after every call but the last.
   evaluator.compile()
   for _ in range(2):  # A second evaluation starts afresh.
     quality, metrics = evaluator.evaluate()
+  progress = [l for l in capsys.readouterr().out.splitlines()
+              if 'evaluating at step' in l]
+  if steps_per_loop:
+    # 6 real examples after the first call, 10 after the second; twice.
+    assert [l.split(': ')[1].split(' examples')[0] for l in progress] == [
+        '6/10', '10/10'] * 2
+  else:
+    assert not progress  # One call: nothing to report between calls.
   chunks = task.metric.chunks
   # One chunk a step, but the last step holds only padding: not passed on.
   assert len(chunks) == (2 if steps_per_loop == 1 else 1)
