@@ -18,7 +18,8 @@ def list_files(file_pattern: str) -> list[str]:
   if not files:
     raise FileNotFoundError(
         f'No input files match {file_pattern!r}. Check the DATA_DIR gin macro '
-        'or build the data first (see README).')
+        'or build the data first (docs/data.md; the quickstarts: make '
+        'quickstart and friends).')
   return files
 
 

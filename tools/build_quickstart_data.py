@@ -1,6 +1,6 @@
 """Builds the quickstart image set: scikit-learn's handwritten digits as TFRecords.
 
-  python tools/build_quickstart_data.py --output_dir=data/quickstart
+  python -m tools.build_quickstart_data --output_dir=data/quickstart
 
 scikit-learn ships the 1,797 UCI handwritten digits (8x8, 17 grey levels) with
 the package, so nothing is downloaded. Each digit is upscaled to 32x32 and

@@ -1,6 +1,6 @@
 """Learns a BERT WordPiece vocabulary from a text corpus (tensorflow-text).
 
-  python tools/build_vocab.py --input_file=corpus.txt --vocab_file=vocab.txt \
+  python -m tools.build_vocab --input_file=corpus.txt --vocab_file=vocab.txt \
       --vocab_size=8000
 
 The corpus format is create_pretraining_data's: one sentence per line, blank

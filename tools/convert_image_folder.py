@@ -1,11 +1,19 @@
-"""Converts a class-folder image directory into ImageNet-schema TFRecords.
+"""Converts an image directory into ImageNet-schema TFRecords.
 
   python -m tools.convert_image_folder --input_dir=DIR --output_prefix=OUT/train \
       --num_shards=8
+  python -m tools.convert_image_folder --input_dir=VAL --output_prefix=OUT/validation \
+      --labels_file=LABELS --classes_from=DIR --num_shards=8
 
 DIR holds one sub-folder per class (`DIR/<class>/<image>`); classes are sorted
 by name and labelled 1..N as the TPU reference's converter does (label 0 is
-"background"). Every image becomes an RGB JPEG: PNG, CMYK, grayscale and
+"background"). A flat folder (ImageNet's validation set: 50,000 files, no
+class folders) takes `--labels_file`, a class name a line for its images in
+sorted file-name order (ImageNet: the TPU reference's
+imagenet_2012_validation_synset_labels.txt), and `--classes_from`, the
+class-folder set whose sorted names give the labels (the training set, so
+that both number the classes alike; default: the labels file's names
+sorted). Every image becomes an RGB JPEG: PNG, CMYK, grayscale and
 palette files are re-encoded (real ImageNet contains all of these); RGB JPEGs
 are copied byte for byte. A file no image library can read stops the run with
 its path, or with --on_bad_image=skip is left out and listed (path and reason)
@@ -34,7 +42,13 @@ ON_BAD_IMAGE = ('fail', 'skip')
 # The command line, parsed before the imports below: --help and flag errors
 # answer at once, not after TensorFlow loads.
 def define_flags():
-  flags.DEFINE_string('input_dir', None, 'Folder with one sub-folder a class.')
+  flags.DEFINE_string('input_dir', None, 'Folder with one sub-folder a class '
+                      '(or a flat folder of images, with --labels_file).')
+  flags.DEFINE_string('labels_file', '', 'For a flat --input_dir: a class '
+                      'name a line, for its images in sorted name order.')
+  flags.DEFINE_string('classes_from', '', 'With --labels_file: the class '
+                      'folders (the training set) whose sorted names number '
+                      'the labels.')
   flags.DEFINE_string('output_prefix', None, 'Output path prefix.')
   flags.DEFINE_integer('num_shards', 8, 'Number of output files.')
   flags.DEFINE_enum('on_bad_image', 'fail', ON_BAD_IMAGE,
@@ -69,6 +83,41 @@ def list_images(input_dir: str) -> tuple[list[str], list[tuple[str, int]]]:
       if f.lower().endswith(IMAGE_SUFFIXES):
         items.append((os.path.join(folder, f), label))
   return classes, items
+
+
+def list_labelled_images(input_dir: str, labels_file: str,
+                         classes_from: str = '') -> tuple[list[str], list]:
+  """A flat folder's images with a class name a line of `labels_file` (in
+  sorted file-name order); labels 1..N in the sorted order of
+  `classes_from`'s class folders (or of the labels file's names).
+
+  Raises:
+    ValueError: naming the labels file when its lines and the images differ
+      in number, or the line whose class `classes_from` does not have.
+  """
+  images = sorted(f for f in tf.io.gfile.listdir(input_dir)
+                  if f.lower().endswith(IMAGE_SUFFIXES))
+  if not images:
+    raise ValueError(f'{input_dir} has no images.')
+  with tf.io.gfile.GFile(labels_file) as f:
+    names = [line.strip() for line in f if line.strip()]
+  if len(names) != len(images):
+    raise ValueError(f'{labels_file} has {len(names)} labels for the '
+                     f'{len(images)} images in {input_dir}: one line an '
+                     'image, in sorted file-name order.')
+  if classes_from:
+    classes = sorted(d.rstrip('/') for d in tf.io.gfile.listdir(classes_from)
+                     if tf.io.gfile.isdir(os.path.join(classes_from, d)))
+  else:
+    classes = sorted(set(names))
+  index = {name: i for i, name in enumerate(classes, start=1)}
+  for line, name in enumerate(names, start=1):
+    if name not in index:
+      raise ValueError(f'{labels_file}, line {line}: class {name!r} is not '
+                       f'one of the {len(classes)} class folders of '
+                       f'{classes_from}.')
+  return classes, [(os.path.join(input_dir, image), index[name])
+                   for image, name in zip(images, names)]
 
 
 def to_rgb_jpeg(data: bytes, path: str = '<bytes>',
@@ -125,11 +174,16 @@ class Converted:
 
 def convert(*, input_dir: str, output_prefix: str, num_shards: int,
             shuffle_seed: int | None = 0,
-            on_bad_image: str = 'fail') -> Converted:
+            on_bad_image: str = 'fail', labels_file: str = '',
+            classes_from: str = '') -> Converted:
   """Writes `num_shards` TFRecord files `<prefix>-0000i-of-0000n`.
 
   Args:
-    input_dir: one sub-folder a class.
+    input_dir: one sub-folder a class (or, with `labels_file`, the images).
+    labels_file: for a flat `input_dir`: a class name a line, one an image
+      in sorted file-name order.
+    classes_from: with `labels_file`: the class-folder set whose sorted
+      names number the labels (default: the labels file's names sorted).
     output_prefix: shards are `<output_prefix>-0000i-of-0000n`.
     num_shards: files to spread the images over.
     shuffle_seed: order of images over shards (None: sorted order).
@@ -142,7 +196,14 @@ def convert(*, input_dir: str, output_prefix: str, num_shards: int,
   if on_bad_image not in ON_BAD_IMAGE:
     raise ValueError(f'on_bad_image must be one of {ON_BAD_IMAGE}, got '
                      f'{on_bad_image!r}.')
-  classes, items = list_images(input_dir)
+  if labels_file:
+    classes, items = list_labelled_images(input_dir, labels_file,
+                                          classes_from)
+  elif classes_from:
+    raise ValueError('--classes_from goes with --labels_file (a flat folder);'
+                     ' a class-folder input numbers its own classes.')
+  else:
+    classes, items = list_images(input_dir)
   if not items:
     raise ValueError(f'{input_dir} has class folders but no images.')
   if shuffle_seed is not None:
@@ -184,7 +245,9 @@ def main(argv):
     done = convert(input_dir=FLAGS.input_dir,
                    output_prefix=FLAGS.output_prefix,
                    num_shards=FLAGS.num_shards,
-                   on_bad_image=FLAGS.on_bad_image)
+                   on_bad_image=FLAGS.on_bad_image,
+                   labels_file=FLAGS.labels_file,
+                   classes_from=FLAGS.classes_from)
   except ValueError as e:  # Names the file; nothing was written.
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

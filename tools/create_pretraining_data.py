@@ -1,6 +1,6 @@
 """Turns raw text into MLPerf BERT pretraining TFRecords (masked LM + NSP).
 
-  python tools/create_pretraining_data.py --input_file=corpus.txt \
+  python -m tools.create_pretraining_data --input_file=corpus.txt \
       --vocab_file=vocab.txt --output_file=out/part-0,out/part-1 \
       --max_seq_length=512 --max_predictions_per_seq=76 --dupe_factor=10 \
       --random_seed=12345

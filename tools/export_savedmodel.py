@@ -1,6 +1,6 @@
 """Exports a trained model as a SavedModel with a dynamic-batch signature.
 
-  python tools/export_savedmodel.py --gin_file=gin/resnet_quickstart.gin \
+  python -m tools.export_savedmodel --gin_file=gin/resnet_quickstart.gin \
       --checkpoint_dir=runs/quickstart --export_dir=runs/resnet_savedmodel \
       [--gin_param="COMPUTE_DTYPE='bfloat16'"]
 

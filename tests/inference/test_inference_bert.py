@@ -57,7 +57,7 @@ def test_accuracy_mode_gives_the_masked_lm_accuracy_of_in_loop_eval(
 
 def test_server_run_from_the_command_line_reads_bert_user_conf_lines(
     trained, sums_data, tmp_path):
-  # Two workers of one thread each: the CPU split of README benchmark (b).
+  # Two workers of one thread each: the CPU split of docs/inference.md's benchmark (b).
   saved, bindings, _ = trained
   conf = tmp_path / 'user.conf'
   conf.write_text('bert.Server.target_qps = 400\n'

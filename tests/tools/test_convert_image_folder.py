@@ -154,3 +154,53 @@ def test_staged_files_appear_only_when_the_block_succeeds(tmp_path):
       open(t, 'w').write('partial')
       raise RuntimeError('the converter failed')
   assert os.listdir(tmp_path / 'a') == ['x']
+
+
+def test_a_flat_validation_folder_takes_its_labels_from_a_file(tmp_path):
+  # As ImageNet ships it: class folders for training, one flat folder of
+  # validation images with a synset a line in sorted file-name order.
+  for cls in ('n01', 'n02', 'n03'):
+    (tmp_path / 'train' / cls).mkdir(parents=True)
+    Image.new('RGB', (8, 8)).save(tmp_path / 'train' / cls / 'a.JPEG')
+  (tmp_path / 'val').mkdir()
+  names = ['n03', 'n01', 'n03', 'n02']
+  for i, name in enumerate(names):
+    Image.new('RGB', (8, 6), (i * 60, 0, 0)).save(
+        tmp_path / 'val' / f'ILSVRC2012_val_{i + 1:08d}.JPEG')
+  labels = tmp_path / 'synset_labels.txt'
+  labels.write_text('\n'.join(names) + '\n')
+  done = convert_image_folder.convert(
+      input_dir=str(tmp_path / 'val'), output_prefix=str(tmp_path / 'out/v'),
+      num_shards=1, shuffle_seed=None, labels_file=str(labels),
+      classes_from=str(tmp_path / 'train'))
+  assert done.examples == 4
+  got = []
+  for record in tf.data.TFRecordDataset(done.paths):
+    example = tf.train.Example.FromString(record.numpy())
+    feature = example.features.feature
+    got.append((int(feature['image/class/label'].int64_list.value[0]),
+                feature['image/class/synset'].bytes_list.value[0].decode()))
+  # The training set's numbering: n01 -> 1, n02 -> 2, n03 -> 3.
+  assert got == [(3, 'n03'), (1, 'n01'), (3, 'n03'), (2, 'n02')]
+
+
+def test_a_labels_file_that_does_not_fit_is_named(tmp_path):
+  (tmp_path / 'train' / 'n01').mkdir(parents=True)
+  (tmp_path / 'val').mkdir()
+  for i in range(2):
+    Image.new('RGB', (8, 8)).save(tmp_path / 'val' / f'{i}.JPEG')
+  labels = tmp_path / 'labels.txt'
+  labels.write_text('n01\n')
+  with pytest.raises(ValueError, match=r'labels.txt has 1 labels for the 2 '
+                     r'images in .*val: one line an image'):
+    convert_image_folder.convert(
+        input_dir=str(tmp_path / 'val'), output_prefix=str(tmp_path / 'o/v'),
+        num_shards=1, labels_file=str(labels))
+  labels.write_text('n01\nn09\n')
+  with pytest.raises(ValueError, match=r"labels.txt, line 2: class 'n09' is "
+                     r'not one of the 1 class folders'):
+    convert_image_folder.convert(
+        input_dir=str(tmp_path / 'val'), output_prefix=str(tmp_path / 'o/v'),
+        num_shards=1, labels_file=str(labels),
+        classes_from=str(tmp_path / 'train'))
+  assert not (tmp_path / 'o').exists() or not os.listdir(tmp_path / 'o')
