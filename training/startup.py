@@ -16,8 +16,8 @@ cpu_feature_guard, absl's pre-init banner) and the error-level
 `failed call to cuInit` of a machine without a GPU, printed while
 TensorFlow loads and finds its devices, and every later native INFO or
 WARNING line (TF_CPP_MIN_LOG_LEVEL=2, e.g. "TFRecordDataset `buffer_size` is
-unspecified") and TensorFlow's Python INFO lines (its `tensorflow` logger at
-WARNING, e.g. "Sharding callback duration" at every save). Native errors
+unspecified") and the Python INFO lines of TensorFlow's files (e.g.
+"Sharding callback duration" at every save). Native errors
 after start-up, and every warning and error of ours, still print.
 `--verbose` on the command line, MLPERF_VERBOSE=1 or TF_CPP_MIN_LOG_LEVEL=0
 brings all of these lines back (another TF_CPP_MIN_LOG_LEVEL of the user's
@@ -43,6 +43,15 @@ _START_UP_NOISE = re.compile(
     r'|[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] '
     r'|E\d{4} [\d:.]+ +\d+ cuda_\w+\.cc:\d+\] '
     r'|To enable the following instructions: )')
+
+
+_TENSORFLOW_FILES = f'{os.sep}tensorflow{os.sep}'
+
+
+def _drop_tensorflow_info(record: logging.LogRecord) -> bool:
+  """False for an INFO (or DEBUG) record logged from TensorFlow's files."""
+  return (record.levelno >= logging.WARNING or
+          _TENSORFLOW_FILES not in record.pathname)
 
 
 def verbose(argv=None, environ=None) -> bool:
@@ -135,8 +144,10 @@ def import_tensorflow():
     sys.meta_path.remove(finder)
   if quiet:
     # TensorFlow's own Python INFO lines ("Sharding callback duration" at
-    # every checkpoint save) go through the `tensorflow` logger.
-    logging.getLogger('tensorflow').setLevel(logging.WARNING)
+    # every checkpoint save) go through absl's logger and its own; a filter
+    # (which absl's --verbosity does not reset) drops those of its files.
+    for name in ('absl', 'tensorflow'):
+      logging.getLogger(name).addFilter(_drop_tensorflow_info)
   return tensorflow
 
 

@@ -86,3 +86,17 @@ def test_start_up_noise_is_only_native_info_and_the_cuda_probe():
 ])
 def test_verbose_is_the_flag_or_the_variable(argv, environ, expected):
   assert startup.verbose(argv, environ) is expected
+
+
+def test_tensorflows_python_info_lines_are_dropped_ours_kept():
+  import logging  # pylint: disable=import-outside-toplevel
+  tf_file = os.path.join(os.path.dirname(startup.import_tensorflow().__file__),
+                         'python', 'checkpoint', 'functional_saver.py')
+  def record(path, level):
+    return logging.LogRecord('absl', level, path, 440, 'msg', (), None)
+  # pylint: disable=protected-access
+  assert not startup._drop_tensorflow_info(record(tf_file, logging.INFO))
+  assert startup._drop_tensorflow_info(record(tf_file, logging.WARNING))
+  assert startup._drop_tensorflow_info(record(__file__, logging.INFO))
+  # The filter is on absl's logger in this (quiet) process.
+  assert startup._drop_tensorflow_info in logging.getLogger('absl').filters
