@@ -7,6 +7,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from training import error_text
+
 
 def list_files(file_pattern: str) -> list[str]:
   """Sorted files matching a glob (local or gs://).
@@ -119,12 +121,7 @@ def _first_line(error: Exception) -> str:
     found = pattern.search(message)
     if found:
       return words.format(*found.groups())
-  line = (message.strip().splitlines() or [type(error).__name__])[0]
-  line = re.sub(r'\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]( name:.*)?',
-                '', line).strip()
-  if len(line) > 200:
-    line = line[:200].rsplit(' ', 1)[0] + ' ...'
-  return line or type(error).__name__
+  return error_text.one_line(error)
 
 
 def check_record_files(files: list[str], *, threads: int = 32) -> None:

@@ -26,6 +26,8 @@ import time
 
 import tensorflow as tf
 
+from training import error_text
+
 DAMAGED_FOLDER = 'damaged'
 _PREFIX = re.compile(r'ckpt-(\d+)$')
 # Read failures that mean the files are bad. Transient storage errors
@@ -43,8 +45,7 @@ def _is_damage(error: BaseException) -> bool:
 
 
 def _first_line(error: BaseException) -> str:
-  lines = str(error).strip().splitlines()
-  return (lines[0] if lines else type(error).__name__)[:300]
+  return error_text.one_line(error, limit=300)
 
 
 def _remove_if_empty(folder: str) -> None:
