@@ -30,7 +30,7 @@ HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8, v5litepod-8) use '
 TPU_FLAGS_VARIABLE = 'LIBTPU_INIT_ARGS'
 # A TPU VM's TPU device files: /dev/accel* (v2-v4), /dev/vfio/N (v5e and
 # later).
-DEVICE_FILES = ('/dev/accel*', '/dev/vfio/[0-9]*')
+DEVICE_FILES = startup.TPU_DEVICE_FILES
 
 
 class TpuUnavailable(ValueError):

@@ -25,6 +25,7 @@ is kept; the start-up noise still goes).
 """
 
 import contextlib
+import glob
 import importlib.abc
 import importlib.machinery
 import logging
@@ -34,6 +35,8 @@ import sys
 import tempfile
 
 VERBOSE_VARIABLE = 'MLPERF_VERBOSE'
+# A TPU VM's device files (as distribution/tpu.py DEVICE_FILES).
+TPU_DEVICE_FILES = ('/dev/accel*', '/dev/vfio/[0-9]*')
 # The native lines of TensorFlow's start-up that carry nothing for a user:
 # absl's banner, INFO/WARNING lines in absl's format (I1203 07:24:24.5 123
 # file.cc:12] ...) and the CPU feature note's continuation, and the CUDA
@@ -138,8 +141,11 @@ def import_tensorflow():
   try:
     with (_native_stderr_filtered() if quiet else contextlib.nullcontext()):
       import tensorflow  # pylint: disable=import-outside-toplevel
-      # The device probe (cuInit) prints its error here, not at import.
-      tensorflow.config.list_physical_devices()
+      # The device probe (cuInit) prints its error here, not at import. Not
+      # on a TPU VM: there the first listing starts the TPU runtime, which
+      # the strategy does when it is ready (and TPU builds probe no CUDA).
+      if not any(glob.glob(p) for p in TPU_DEVICE_FILES):
+        tensorflow.config.list_physical_devices()
   finally:
     sys.meta_path.remove(finder)
   if quiet:
