@@ -241,7 +241,9 @@ def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
   """The task of the model's gin files (their TASK macro), reading eval data
   from `dataset`."""
   from training import config as gin_config
-  gin_config.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'])
+  # The training command's bindings, maybe without its hardware file.
+  gin_config.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'],
+                   unread_macros='known')
   return gin_config.configured_task()
 
 

@@ -74,7 +74,9 @@ def test_the_notebook_runs_headless_end_to_end(quickstart_data, tmp_path,
   config = open(tmp_path / 'runs' / first / 'config.gin').read()
   assert 'SEED = 3' in config
   assert f'DEPTH = {helpers.SMALL_RESNET_DEPTH}' in config
-  assert 'TF_CPP_MIN_LOG_LEVEL' in nb.cells[at + 3].source
+  # TensorFlow's native start-up lines stay out of the cells.
+  assert 'startup.import_tensorflow()' in nb.cells[at + 3].source
+  assert 'cuInit' not in everything and 'absl::InitializeLog' not in everything
 
 
 def test_the_badge_and_the_clone_url_name_one_repository(tmp_path):

@@ -53,7 +53,8 @@ def export(*, gin_files: list[str], gin_params: list[str],
     FileNotFoundError: no checkpoint under checkpoint_dir.
     ValueError: the checkpoint does not match the configured model.
   """
-  gin_config.parse(gin_files, gin_params)
+  # The training command's bindings, maybe without its hardware file.
+  gin_config.parse(gin_files, gin_params, unread_macros='known')
   task = gin_config.configured_task()
   folder = os.path.join(checkpoint_dir, 'checkpoints')
   path = tf.train.latest_checkpoint(folder)

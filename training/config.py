@@ -37,9 +37,18 @@ def split_gin_sugar(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def parse(gin_files: list[str], bindings: list[str],
-          finalize: bool = False) -> None:
+          finalize: bool = False, unread_macros: str = 'refuse') -> None:
   """Parses gin files (found relative to the repository too) and bindings,
-  then checks each bound value against its parameter's type."""
+  then checks each bound value against its parameter's type and that every
+  macro set is read.
+
+  Args:
+    unread_macros: 'refuse' (training: a macro nothing reads is a typo
+      that would change nothing) or 'known' (tools that reuse a training
+      command's bindings without all its files, e.g. the export without the
+      hardware file that reads CPU_REPLICAS: only a macro that no gin file
+      of this repository reads is refused).
+  """
   gin.add_config_file_search_path(ROOT)
   # Files first: the macros their bindings read, before a command-line
   # binding of a parameter replaces the binding that read one.
@@ -49,6 +58,8 @@ def parse(gin_files: list[str], bindings: list[str],
   gin.parse_config_files_and_bindings([], list(bindings),
                                       finalize_config=finalize)
   check_binding_types()
+  if unread_macros == 'known':
+    read_by_files = read_by_files | macros_of_the_gin_files()
   check_macros_read(read_by_files)
 
 
@@ -151,6 +162,17 @@ def macros_read() -> set[str]:
   for _, _, value in _bindings():
     _macro_references(value, read)
   return read
+
+
+def macros_of_the_gin_files() -> set[str]:
+  """Every macro a gin file of this repository reads (`%NAME`)."""
+  found = set()
+  for folder, _, names in os.walk(os.path.join(ROOT, 'gin')):
+    for name in names:
+      if name.endswith('.gin'):
+        with open(os.path.join(folder, name)) as f:
+          found |= set(re.findall(r'%([A-Z][A-Z0-9_]*)\b', f.read()))
+  return found
 
 
 def check_macros_read(read_by_files: set[str] = frozenset()) -> None:

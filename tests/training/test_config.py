@@ -96,3 +96,18 @@ def test_gin_config_text_reads_without_module_aliases():
   gin.clear_config()
   gin.parse_config(readable)  # ...ours parses the same.
   assert gin.query_parameter('%DEPTH') == 18
+
+
+def test_tools_reusing_a_training_command_accept_its_hardware_macros():
+  # The export parses the model's files without the hardware file that
+  # reads CPU_REPLICAS: known to the repository's gin files, so accepted...
+  gin_config.parse(['gin/resnet_quickstart.gin'], ['CPU_REPLICAS = 2'],
+                   unread_macros='known')
+  gin.clear_config()
+  # ...where training refuses it, and a typo stays a typo for the tools.
+  with pytest.raises(ValueError, match='CPU_REPLICAS is set but no binding'):
+    gin_config.parse(['gin/resnet_quickstart.gin'], ['CPU_REPLICAS = 2'])
+  gin.clear_config()
+  with pytest.raises(ValueError, match='TRAIN_STEP is set'):
+    gin_config.parse(['gin/resnet_quickstart.gin'], ['TRAIN_STEP = 2'],
+                     unread_macros='known')

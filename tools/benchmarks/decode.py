@@ -57,7 +57,7 @@ def main(argv):
   from training import config as gin_config  # pylint: disable=import-outside-toplevel
   from tools.benchmarks.common import interleaved_medians  # pylint: disable=import-outside-toplevel
 
-  gin_config.parse(FLAGS.gin_file, FLAGS.gin_param)
+  gin_config.parse(FLAGS.gin_file, FLAGS.gin_param, unread_macros='known')
   task = gin_config.configured_task()
   path = tf.train.latest_checkpoint(os.path.join(FLAGS.checkpoint_dir,
                                                  'checkpoints'))
