@@ -12,6 +12,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
+# How long a test's child process may take before it counts as hung: a
+# guard against hangs, not a judgement of speed. Two-process
+# MultiWorkerMirrored runs took over 300 s on a 2-core machine running two
+# suites at once (2026-12-03).
+HANG_SECONDS = 1200
 
 
 # The runtime tests' ResNet: the quickstart's at depth 10 (one basic block a
@@ -113,7 +118,7 @@ def run_inference(*args: str):
   """`python -m inference.run ARGS` from the repository root."""
   return subprocess.run(
       [PYTHON, '-m', 'inference.run', *args], capture_output=True, text=True,
-      cwd=ROOT, timeout=300,
+      cwd=ROOT, timeout=HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
 
 
@@ -155,7 +160,7 @@ def run_worker_processes(module_and_args: list[str], out_dir,
                          num_workers: int = 2) -> None:
   """start_worker_processes, then waits; every worker must exit 0."""
   procs = start_worker_processes(module_and_args, out_dir, num_workers)
-  outputs = [p.communicate(timeout=300)[0] for p in procs]
+  outputs = [p.communicate(timeout=HANG_SECONDS)[0] for p in procs]
   for p, out in zip(procs, outputs):
     assert p.returncode == 0, out[-3000:]
 

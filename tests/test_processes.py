@@ -25,7 +25,7 @@ def train_cmd(data_dir, model_dir, *params):
           *params]
 
 
-def run(cmd, timeout=300):
+def run(cmd, timeout=helpers.HANG_SECONDS):
   return subprocess.run(cmd, capture_output=True, text=True, env=ENV,
                         cwd=helpers.ROOT, timeout=timeout)
 
@@ -181,7 +181,7 @@ def test_preempted_run_saves_where_it_stopped_and_resumes_exactly(
       proc.send_signal(signum)
       break
   output += proc.stdout.readlines()
-  proc.wait(timeout=240)
+  proc.wait(timeout=helpers.HANG_SECONDS)
   text = ''.join(output)
   assert proc.returncode == preemption.EXIT_PREEMPTED, text[-3000:]
   steps = [int(m) for m in re.findall(r'^step (\d+)/', text, re.M)]
@@ -229,7 +229,7 @@ def test_a_signal_during_an_eval_stops_at_its_end_not_a_loop_later(
       proc.send_signal(signal.SIGTERM)
       break
   output += proc.stdout.readlines()
-  proc.wait(timeout=240)
+  proc.wait(timeout=helpers.HANG_SECONDS)
   text = ''.join(output)
   assert proc.returncode == preemption.EXIT_PREEMPTED, text[-3000:]
   assert 'preempted at step 20, after an evaluation: saved' in text, text[-3000:]
@@ -258,7 +258,7 @@ def test_a_second_signal_exits_at_once_keeping_the_last_checkpoint(
       proc.send_signal(signal.SIGTERM)
       break
   output += proc.stdout.readlines()
-  proc.wait(timeout=240)
+  proc.wait(timeout=helpers.HANG_SECONDS)
   text = ''.join(output)
   assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
   assert 'second signal' in text and 'preempted at step' not in text
@@ -319,9 +319,9 @@ def test_workers_stop_together_when_one_is_preempted(quickstart_data,
       procs[1].send_signal(signal.SIGTERM)  # Only the non-chief worker.
       break
   chief_output += procs[0].stdout.readlines()
-  other_output = procs[1].communicate(timeout=300)[0]
+  other_output = procs[1].communicate(timeout=helpers.HANG_SECONDS)[0]
   for p in procs:
-    p.wait(timeout=300)
+    p.wait(timeout=helpers.HANG_SECONDS)
   assert procs[0].returncode == procs[1].returncode == 0, (
       ''.join(chief_output)[-2000:] + other_output[-2000:])
   chief, other = (json.load(open(tmp_path / f'w{i}.npz.json'))

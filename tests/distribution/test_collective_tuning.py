@@ -112,7 +112,7 @@ def test_two_level_sums_on_8_logical_cpus(tmp_path):
   out = str(tmp_path / 'r.npz')
   run = subprocess.run(
       [helpers.PYTHON, '-m', 'tests.two_level_main', out, 'mirrored8', '2',
-       '4'], cwd=helpers.ROOT, capture_output=True, text=True, timeout=300,
+       '4'], cwd=helpers.ROOT, capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
   _check(np.load(out), (2, 4))

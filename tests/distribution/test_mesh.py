@@ -277,7 +277,7 @@ def test_a_batch_shard_split_over_processes_is_refused(sums_data, tmp_path):
       ['tests.bert_worker_main', sums_data, str(tmp_path / 'run'),
        'MESH_SHAPE=(1, 4)'], tmp_path)
   for proc in procs:
-    out = proc.communicate(timeout=300)[0]
+    out = proc.communicate(timeout=helpers.HANG_SECONDS)[0]
     assert proc.returncode != 0
     assert ('MESH_SHAPE (1, 4) over 2 processes splits each batch shard (4 '
             'devices) over processes') in out, out[-2000:]

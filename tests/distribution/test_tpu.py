@@ -36,7 +36,7 @@ def child(env_extra, *args, code=None):
   command = ([helpers.PYTHON, '-c', code, *args] if code else
              [helpers.PYTHON, '-m', 'tests.distribution.tpu_main', *args])
   return subprocess.run(command, capture_output=True, text=True,
-                        cwd=helpers.ROOT, env=env, timeout=300)
+                        cwd=helpers.ROOT, env=env, timeout=helpers.HANG_SECONDS)
 
 
 @slow
@@ -94,7 +94,7 @@ def test_train_py_names_a_missing_tpu_in_one_line(cloud, tmp_path):
       [helpers.PYTHON, 'train.py', '--gin_file=gin/resnet_quickstart.gin',
        f'--model_dir={tmp_path / "run"}', '--tpu=nope',
        "--gin.distribution.strategy.StrategyConfig.kind='tpu'"],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
                **env))
   assert done.returncode == exit_codes.NO_TPU, done.stderr[-2000:]
@@ -106,7 +106,7 @@ def test_train_py_names_a_missing_tpu_in_one_line(cloud, tmp_path):
 def train_py(tmp_path, *args, env=None):
   return subprocess.run(
       [helpers.PYTHON, 'train.py', f'--model_dir={tmp_path / "run"}', *args],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
                **(env or {})))
 

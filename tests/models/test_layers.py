@@ -70,7 +70,7 @@ print(max(np.abs(filter_gradient().numpy()[0, 0] - want).max()
 def test_strided_1x1_filter_gradient_is_exact_on_two_threads():
   result = subprocess.run(
       [sys.executable, '-c', GRADIENT_SCRIPT], capture_output=True,
-      text=True, cwd=helpers.ROOT, timeout=300,
+      text=True, cwd=helpers.ROOT, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
                TF_NUM_INTRAOP_THREADS='2'))
   assert result.returncode == 0, result.stderr[-2000:]

@@ -14,7 +14,7 @@ from tools import build_translation_data as build_lib
 def run_tool(*args):
   return subprocess.run(
       [helpers.PYTHON, '-m', 'tools.build_translation_data', *args],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
 
 

@@ -32,7 +32,7 @@ def test_five_model_dirs_are_collected_checked_scored_and_plotted(
   done = subprocess.run(
       [helpers.PYTHON, '-m', 'tools.score', *five_runs, '--system=cpu',
        f'--collect_to={tmp_path / "results"}'],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
   folder = tmp_path / 'results' / 'cpu' / 'resnet'
@@ -104,7 +104,7 @@ def test_too_few_runs_or_mixed_benchmarks_are_one_line(five_runs, tmp_path):
                     folder / f'result_{i}.txt')
   done = subprocess.run(
       [helpers.PYTHON, '-m', 'tools.score', str(folder)],
-      capture_output=True, text=True, cwd=helpers.ROOT, timeout=300,
+      capture_output=True, text=True, cwd=helpers.ROOT, timeout=helpers.HANG_SECONDS,
       env=dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
   assert done.returncode == 2
   assert done.stderr.strip().splitlines()[-1] == (

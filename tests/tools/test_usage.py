@@ -43,7 +43,7 @@ print('PROBE ' + json.dumps({'tensorflow': 'tensorflow' in sys.modules,
 def probe(path: str) -> dict:
   result = subprocess.run([sys.executable, '-c', PROBE, path],
                           cwd=helpers.ROOT, capture_output=True, text=True,
-                          timeout=300, check=False,
+                          timeout=helpers.HANG_SECONDS, check=False,
                           env=dict(os.environ, PYTHONPATH=helpers.ROOT))
   lines = [l for l in result.stdout.splitlines() if l.startswith('PROBE ')]
   assert lines, result.stdout + result.stderr

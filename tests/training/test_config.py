@@ -64,7 +64,8 @@ def test_a_misspelt_macro_stops_train_py_before_compute(tmp_path):
   done = subprocess.run(
       [helpers.PYTHON, 'train.py', '--gin_file=gin/resnet_quickstart.gin',
        f'--model_dir={tmp_path}/run', '--gin.TRAIN_STEP=30'],
-      cwd=helpers.ROOT, capture_output=True, text=True, timeout=300)
+      cwd=helpers.ROOT, capture_output=True, text=True,
+      timeout=helpers.HANG_SECONDS)
   assert done.returncode == 2, done.stderr[-2000:]
   assert done.stderr.strip().splitlines()[-1] == (
       'error: Gin macro TRAIN_STEP is set but no binding reads it, so it '

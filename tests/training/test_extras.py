@@ -58,7 +58,7 @@ def test_train_py_says_which_file_to_install(tmp_path):
       f"'--model_dir={tmp_path}/run']; "
       "runpy.run_path('train.py', run_name='__main__')")
   done = subprocess.run([helpers.PYTHON, '-c', program], cwd=helpers.ROOT,
-                        capture_output=True, text=True, timeout=300)
+                        capture_output=True, text=True, timeout=helpers.HANG_SECONDS)
   assert done.returncode == 2, done.stderr[-2000:]
   assert done.stderr.strip().splitlines()[-1] == (
       'error: pycocotools is not installed (gin/models/ssd.gin imports '

@@ -38,7 +38,7 @@ NATIVE_LINE = re.compile(r'^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] ', re.M)
 @pytest.mark.slow  # A process of its own: a fresh interpreter, about 12 s.
 def test_tensorflow_imports_without_keras_which_loads_on_demand():
   done = subprocess.run([helpers.PYTHON, '-c', PROGRAM], cwd=helpers.ROOT,
-                        capture_output=True, text=True, timeout=300)
+                        capture_output=True, text=True, timeout=helpers.HANG_SECONDS)
   assert done.returncode == 0, done.stderr[-3000:]
   assert done.stdout.split('\n')[:5] == [
       'held back', '3.0', 'EagerTensor', 'True', '[[0, 1]]'], done.stdout
@@ -53,7 +53,7 @@ def test_tensorflow_imports_without_keras_which_loads_on_demand():
   loud = subprocess.run(
       [helpers.PYTHON, '-c', 'from training import startup\n'
        'startup.import_tensorflow().constant(1)'], cwd=helpers.ROOT,
-      capture_output=True, text=True, timeout=300,
+      capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
       env=dict(env, MLPERF_VERBOSE='1'))
   assert loud.returncode == 0, loud.stderr[-3000:]
   assert NATIVE_LINE.search(loud.stderr), loud.stderr
