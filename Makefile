@@ -17,7 +17,7 @@ $(VENV)/.core: requirements.txt
 	$(VENV)/bin/pip install -q -r requirements.txt
 	touch $@
 
-EXTRAS := bert transformer ssd inference cloud
+EXTRAS := bert transformer ssd inference cloud predict
 $(addprefix $(VENV)/.,$(EXTRAS)): $(VENV)/.%: requirements-%.txt $(VENV)/.core
 	$(VENV)/bin/pip install -q -r $<
 	touch $@

@@ -236,6 +236,9 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                                axis=None)
     return total / tf.maximum(tf.cast(num_steps, tf.float32), 1.0)
 
+  # One replica's step, for tools that compile it alone (tools/ttt/cost.py:
+  # XLA's cost analysis of the program a replica runs).
+  train_loop.replica_step = replica_step
   return train_loop
 
 
@@ -293,6 +296,7 @@ def make_eval_loop(*, strategy, model, task, local_outputs: bool = False):
                for k in output_names}
     return sums, outputs
 
+  eval_loop.replica_eval = replica_eval  # As train_loop.replica_step.
   return eval_loop
 
 

@@ -1,0 +1,235 @@
+"""The time-to-train model (tools/ttt, tools/predict.py): XLA's counts, the
+torus sums against their formula, convergence from the published points,
+the fitted constant reproducing its row, the comparison table in
+docs/benchmarks.md as the command prints it, and one-line errors."""
+
+import math
+import os
+import re
+import subprocess
+
+import pytest
+
+from tests import helpers
+from tools.ttt import collectives
+from tools.ttt import compare
+from tools.ttt import convergence
+from tools.ttt import cost as cost_lib
+from tools.ttt import costs_file
+from tools.ttt import hardware
+from tools.ttt import model
+
+
+def run_predict(*args):
+  return subprocess.run(
+      [helpers.PYTHON, '-m', 'tools.predict', *args], cwd=helpers.ROOT,
+      capture_output=True, text=True, check=False, timeout=600,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+
+
+def test_every_chip_names_its_public_source():
+  for chip in hardware.CHIPS.values():
+    assert chip.sources and all(s.startswith('https://') for s in chip.sources)
+    assert chip.peak_flops > 1e13 and chip.allreduce_bytes_per_s > 1e10
+  # The v3 page's pod figures: 123 TFLOP/s a chip, 340 TB/s over 1,024.
+  assert hardware.chip('v3').allreduce_bytes_per_s == pytest.approx(332e9,
+                                                                    rel=0.01)
+  with pytest.raises(ValueError, match=r"No public specification of 'v7'.*"
+                     r'v2, v3, v4, v5e, v5p, v6e, v100'):
+    hardware.chip('v7')
+
+
+def test_a_ring_sum_is_the_bandwidth_optimal_formula():
+  v100 = hardware.chip('v100')
+  megabytes = 100e6
+  # One ring of 8: a reduce-scatter and an all-gather of 7/8 of the bytes.
+  expected = 2 * (7 / 8) * megabytes / v100.allreduce_bytes_per_s
+  assert collectives.all_reduce_seconds(v100, 8, megabytes) == pytest.approx(
+      expected)
+  v3 = hardware.chip('v3')
+  assert collectives.torus_shape(v3, 4096) == (128, 32)
+  assert collectives.torus_shape(v3, 16) == (4, 4)
+  assert collectives.torus_shape(hardware.chip('v4'), 64) == (4, 4, 4)
+  # 2-D: 127/128 of B on the long side at half the chip's bandwidth, then
+  # 31/32 of B/128 on the short side.
+  per_dim = v3.allreduce_bytes_per_s / 2
+  two_d = 2 * ((127 / 128) * megabytes / per_dim +
+               (31 / 32) * megabytes / 128 / per_dim)
+  assert collectives.all_reduce_seconds(v3, 4096, megabytes) == pytest.approx(
+      two_d)
+  # A v4 side of 2 has no wraparound: its ring runs at half the bandwidth.
+  v4 = hardware.chip('v4')
+  assert collectives.describe(v4, 8) == '2x2x2 mesh'
+  per_line = v4.allreduce_bytes_per_s / 3 / 2
+  assert collectives.all_reduce_seconds(v4, 8, megabytes) == pytest.approx(
+      2 * (1 / 2) * megabytes * (1 + 1 / 2 + 1 / 4) / per_line)
+
+
+def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
+  from training import startup
+  startup.import_tensorflow()
+  import tensorflow as tf
+  a = tf.zeros([128, 256])
+  b = tf.zeros([256, 512])
+  hlo = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=True
+                    ).experimental_get_compiler_ir(a, b)(stage='hlo')
+  assert cost_lib.xla_cost(hlo)['flops'] == 2 * 128 * 256 * 512
+
+
+def test_the_stored_costs_agree_with_the_textbook_counts():
+  """The only FLOP formulas here: a cross-check of XLA's counts."""
+  resnet = costs_file.lookup(['gin/resnet50_pod.gin'], [])
+  per_image = resnet.train_flops(16) - resnet.train_flops(15)
+  # ResNet-50 v1.5: 4.1 G multiply-adds forward; training about 3x.
+  assert per_image == pytest.approx(3 * 2 * 4.1e9, rel=0.05)
+  assert resnet.parameters == 25557032
+  bert = costs_file.lookup(['gin/bert_pod.gin'], [])
+  per_sequence = bert.train_flops(2) - bert.train_flops(1)
+  # BERT-large: 6 FLOPs a non-embedding parameter a token (forward and
+  # backward), attention's 12 x layers x seq^2 x hidden, and the masked-LM
+  # output layer (the word embeddings) at the 76 masked positions.
+  embeddings = (30522 + 512 + 2) * 1024
+  expected = (6 * (bert.parameters - embeddings) * 512 +
+              12 * 24 * 512**2 * 1024 + 6 * 76 * 1024 * 30522)
+  assert per_sequence == pytest.approx(expected, rel=0.05)
+
+
+@pytest.mark.slow
+def test_a_step_is_linear_in_the_batch_as_interpolated(tmp_path):
+  """XLA's count at a third batch against the line through two (the
+  quickstart ResNet, small)."""
+  files = ['gin/resnet_quickstart.gin']
+  params = [helpers.SMALL_RESNET]
+  program = cost_lib.measure(files, params, (2, 8))
+  third = cost_lib.measure(files, params, (4, 6))
+  for point in third.train:
+    assert program.train_flops(point.batch) == pytest.approx(point.flops,
+                                                             rel=1e-3)
+  assert program.train_flops(2) < program.train_flops(8)
+  assert program.parameters > 0
+
+
+def test_convergence_points_come_from_their_sources():
+  points = {p.global_batch: p for p in convergence.points_for('resnet')}
+  assert 'Google v0.7' in points[65536].source
+  assert points[65536].samples == pytest.approx(88 * 1281167, rel=0.03)
+  assert 'MLCommons RCP' in points[32768].source
+  between = convergence.samples_to_target('resnet', 16384)
+  assert points[13056].samples < between.samples < points[32768].samples
+  assert len(between.sources) == 2 and not between.warning
+  outside = convergence.samples_to_target('bert', 65536)
+  assert 'outside the bert convergence data (256..8192)' in outside.warning
+  with pytest.raises(ValueError, match="No convergence data for 'dlrm'"):
+    convergence.samples_to_target('dlrm', 55296)
+
+
+def _program(flops_per_example=1e9, update=1e8, parameters=1000000):
+  points = [cost_lib.StepCost(b, update + flops_per_example * b, 0.0, 0.0)
+            for b in (1, 2)]
+  return cost_lib.ProgramCost(config={}, train=points, eval=points,
+                              parameters=parameters,
+                              dense_parameters=parameters)
+
+
+def _run(**overrides):
+  fields = dict(benchmark='resnet', global_batch=1024, eval_batch=1024,
+                eval_every_steps=100, eval_samples=50000)
+  fields.update(overrides)
+  return model.Run(**fields)
+
+
+def test_a_prediction_is_its_parts():
+  machine = model.machine('v3-32')
+  assert (machine.chips, machine.replicas) == (16, 32)
+  p = model.predict(cost=_program(), machine_=machine, run=_run(),
+                    efficiency=0.5, samples=1024 * 1000)
+  speed = hardware.chip('v3').peak_flops / 2 * 0.5
+  assert p.per_replica_batch == 32
+  assert p.compute == pytest.approx(32e9 / speed)
+  assert p.update == pytest.approx(1e8 / speed)
+  assert p.gradient_sum == pytest.approx(collectives.all_reduce_seconds(
+      hardware.chip('v3'), 16, 4e6))
+  assert p.steps == 1000 and p.evals == 10
+  assert p.eval_steps == math.ceil(50000 / 1024)
+  assert p.time_to_train == pytest.approx(1000 * p.step + 10 * p.eval)
+  bf16 = model.predict(cost=_program(), machine_=machine,
+                       run=_run(allreduce_bytes=2), efficiency=0.5,
+                       samples=1024 * 1000)
+  assert bf16.gradient_sum == pytest.approx(p.gradient_sum / 2)
+  sharded = model.predict(cost=_program(), machine_=machine,
+                          run=_run(weight_update_sharding=True),
+                          efficiency=0.5, samples=1024 * 1000)
+  assert sharded.update == pytest.approx(p.update / 32)
+  assert sharded.compute == pytest.approx(p.compute)
+
+
+def test_the_fitted_efficiency_reproduces_its_row():
+  machine = model.machine('v4-128')
+  efficiency = model.fit_efficiency(cost=_program(), machine_=machine,
+                                    run=_run(), samples=1024 * 5000, evals=7,
+                                    measured_seconds=90.0)
+  p = model.predict(cost=_program(), machine_=machine, run=_run(),
+                    efficiency=efficiency, samples=1024 * 5000, evals=7)
+  assert p.time_to_train == pytest.approx(90.0)
+  with pytest.raises(ValueError, match='gradient sums .* exceed the measured'):
+    model.fit_efficiency(cost=_program(parameters=10**10), machine_=machine,
+                         run=_run(), samples=1024 * 5000, evals=7,
+                         measured_seconds=1.0)
+
+
+def test_bad_slices_and_batches_are_one_line():
+  with pytest.raises(ValueError, match='v3 slices are'):
+    model.machine('v3-48')
+  with pytest.raises(ValueError, match='a V100 server has 1, 2, 4 or 8'):
+    model.machine('v100-16')
+  with pytest.raises(ValueError, match='GLOBAL_BATCH_SIZE=1000 does not '
+                     'split over the 32 data-parallel replicas of v3-32'):
+    model.predict(cost=_program(), machine_=model.machine('v3-32'),
+                  run=_run(global_batch=1000), efficiency=0.5, samples=1e6)
+
+
+def test_the_docs_table_is_the_comparison_the_command_prints():
+  from training import startup
+  startup.import_tensorflow()
+  rows = compare.compare(compare.google_rows(), compare.load_fit())
+  table = compare.markdown(rows)
+  with open(os.path.join(helpers.ROOT, 'docs', 'benchmarks.md')) as f:
+    docs = f.read()
+  assert table in docs
+  # One fitted row per benchmark and generation; every other row predicted.
+  fitted = [r for r in rows if r.fitted]
+  assert len(fitted) == len(compare.load_fit())
+  assert {(r.benchmark, r.generation) for r in fitted} == {
+      tuple(k.split()) for k in compare.load_fit()}
+  predicted = [r for r in rows if r.error is not None and not r.fitted]
+  assert len(predicted) >= 6
+  summary = compare.summary(rows)
+  assert re.search(rf'median absolute error {summary["median"]:.0%}', docs)
+
+
+def test_the_command_predicts_a_pod_config_and_says_what_was_fitted():
+  result = run_predict('--gin_file=gin/bert_pod.gin')
+  assert result.returncode == 0, result.stderr
+  out = result.stdout
+  assert 'gin/bert_pod.gin on v3-8192: 4,096 chips, 8,192 replicas' in out
+  assert '128x32 torus' in out
+  assert 'fitted: efficiency' in out and 'bert v3, on tpu-v3-8192-TF' in out
+  assert re.search(r'time to train  \d', out)
+  sweep = run_predict('--gin_file=gin/resnet50_pod.gin', '--sweep=accelerator')
+  assert sweep.returncode == 0, sweep.stderr
+  assert 'v3-8192' in sweep.stdout and 'v3-32' in sweep.stdout
+
+
+def test_a_generation_without_data_is_one_line():
+  result = run_predict('--gin_file=gin/bert_pod.gin', '--accelerator=v5e-8')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      "error: --accelerator='v5e-8' is not a Cloud TPU type")
+  result = run_predict('--gin_file=gin/bert_pod.gin',
+                       '--accelerator=v5litepod-256')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+      'error: No fitted efficiency for bert v5e (fitted: bert v100, bert v3, '
+      'bert v4, resnet v100, resnet v3, resnet v4): Google ran no bert on '
+      'v5e in v0.7. Pass --efficiency=F (a fraction of peak) to predict '
+      'anyway.')

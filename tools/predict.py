@@ -1,0 +1,251 @@
+"""Predicts a config's time to train on a slice before paying for it.
+
+  python -m tools.predict --gin_file=gin/bert_pod.gin
+  python -m tools.predict --gin_file=gin/resnet50_pod.gin --accelerator=v4-512
+  python -m tools.predict --gin_file=gin/resnet50_pod.gin --sweep=accelerator
+  python -m tools.predict --compare          # the model against Google's v0.7
+  python -m tools.predict --fit              # refit its constants (writes)
+  python -m tools.predict --measure --gin_file=gin/resnet50_pod.gin
+
+A prediction splits a step into compute, the optimizer's update and the
+gradient sum, gives the eval cost, the steps to the target and the time to
+train, what bounds it and the knob that would move it, and says which of its
+inputs were measured, published or fitted (tools/ttt/model.py). The
+FLOPs are XLA's count of the suite's own step, measured once per config
+with --measure (tools/data/program_costs.json; jaxlib from
+requirements-predict.txt); predicting reads them.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from training import startup
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_multi_string('gin_file', [], 'The experiment\'s gin files.')
+  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
+  flags.DEFINE_string('accelerator', '', 'The slice (gcloud\'s type: v3-32, '
+                      'v4-128, v5litepod-16; v100-8 for Google\'s GPU '
+                      'server); default: the hardware file\'s ACCELERATOR.')
+  flags.DEFINE_enum('sweep', '', ['', 'accelerator'], 'Predict every slice '
+                    'size of the generation: the scaling curve.')
+  flags.DEFINE_float('efficiency', 0.0, 'Use this fraction of peak instead '
+                     'of the fitted constant (tools/data/ttt_fit.json).')
+  flags.DEFINE_bool('measure', False, 'Count the config\'s steps with XLA '
+                    'and store them (tools/data/program_costs.json).')
+  flags.DEFINE_multi_integer('batch', [], 'With --measure: the per-replica '
+                             'batches to count at (default: the config\'s '
+                             'on its slice, and twice that).')
+  flags.DEFINE_bool('fit', False, 'Refit the efficiency constants on '
+                    'Google\'s largest v0.7 slices (writes '
+                    'tools/data/ttt_fit.json).')
+  flags.DEFINE_bool('compare', False, 'Print the model against every Google '
+                    'v0.7 result the suite has a config for.')
+
+
+def _ms(seconds: float) -> str:
+  if seconds >= 1:
+    return f'{seconds:.3g} s'
+  return f'{seconds * 1e3:.3g} ms'
+
+
+def _time(seconds: float) -> str:
+  if seconds < 120:
+    return f'{seconds:.3g} s'
+  if seconds < 7200:
+    return f'{seconds / 60:.3g} min'
+  return f'{seconds / 3600:.3g} h'
+
+
+def knob(p) -> str:
+  """What would move the bound."""
+  step = p.step
+  if p.gradient_sum > 0.25 * step:
+    if p.run.allreduce_bytes == 4:
+      return ('the gradient sum is {:.0%} of the step: bfloat16 gradients '
+              "(training.step.GradientOptions.allreduce_dtype = 'bfloat16') "
+              'halve its bytes'.format(p.gradient_sum / step))
+    return ('the gradient sum is {:.0%} of the step: a larger per-replica '
+            'batch (fewer steps, each summing the same bytes) or a slice '
+            'with fewer chips'.format(p.gradient_sum / step))
+  if p.update > 0.1 * step and not p.run.weight_update_sharding:
+    return ('the optimizer update is {:.0%} of the step: '
+            'WEIGHT_UPDATE_SHARDING=True spreads it over the replicas'.format(
+                p.update / step))
+  if p.evals * p.eval > 0.2 * p.time_to_train:
+    return ('evaluation is {:.0%} of the run: evaluate less often '
+            '(EVAL_EVERY_STEPS) or beside training'.format(
+                p.evals * p.eval / p.time_to_train))
+  return ('compute bound: a larger slice at the same global batch (until '
+          'the sum dominates: --sweep=accelerator), or a larger global batch '
+          'if convergence allows')
+
+
+def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
+  from tools.ttt import collectives  # pylint: disable=import-outside-toplevel
+  m, r = p.machine, p.run
+  shape = collectives.describe(m.chip, m.chips)
+  gradient_mb = p.gradient_sum and (
+      f'{r.allreduce_bytes * 8}-bit gradients on a {shape}')
+  lines = [
+      f'{config} on {m.accelerator}: {m.chips:,} chips, {m.replicas:,} '
+      f'replicas, {m.hosts:,} hosts, a {shape}',
+      f'  global batch   {r.global_batch:,}: {p.per_replica_batch:g} a '
+      f'replica' + (f', {r.model_ways}-way model partitions' if
+                    r.model_ways > 1 else ''),
+      f'  step           {_ms(p.step)} = compute {_ms(p.compute)} + update '
+      f'{_ms(p.update)} + gradient sum {_ms(p.gradient_sum)} '
+      f'({gradient_mb}; after the backward pass, not hidden)',
+      f'  eval           {_time(p.eval)} each ({r.eval_samples:,} samples in '
+      f'{p.eval_steps} steps of {_ms(p.eval_step)}), {p.evals} evals: '
+      f'{_time(p.evals * p.eval)}',
+      f'  steps          {p.steps:,.0f} to the target ({p.samples / 1e6:.3g}M '
+      f'samples: {"; ".join(sources)})',
+      f'  time to train  {_time(p.time_to_train)}',
+      f'  bound          {p.bound}; {knob(p)}',
+      f'  inputs         fitted: efficiency {p.efficiency:.3f} of peak '
+      f'({fitted_on}); measured: FLOPs (XLA\'s count of this config\'s '
+      'step), samples to target (published runs); published: peak FLOP/s, '
+      'all-reduce bandwidth, torus shape (tools/ttt/hardware.py)',
+      '  not modelled   host input, per-hop latency, model-parallel '
+      'communication, whether the batch fits in HBM, start-up and compile '
+      '(before run_start)',
+  ]
+  if warning:
+    lines.append(f'  warning        {warning}')
+  return '\n'.join(lines)
+
+
+def _predict(gin_files, params, accelerator):
+  from tools.ttt import compare  # pylint: disable=import-outside-toplevel
+  from tools.ttt import configs  # pylint: disable=import-outside-toplevel
+  from tools.ttt import convergence  # pylint: disable=import-outside-toplevel
+  from tools.ttt import costs_file  # pylint: disable=import-outside-toplevel
+  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  run, config_accelerator = configs.read(gin_files, params)
+  accelerator = accelerator or config_accelerator
+  if not accelerator:
+    raise ValueError('The config names no slice (its hardware file has no '
+                     'ACCELERATOR): pass --accelerator, e.g. v3-32.')
+  machine = model.machine(accelerator)
+  program = costs_file.lookup(gin_files, params)
+  estimate = convergence.samples_to_target(run.benchmark, run.global_batch)
+  name = f'{run.benchmark} {machine.chip.name}'
+  if FLAGS.efficiency:
+    efficiency, fitted_on = FLAGS.efficiency, '--efficiency'
+  else:
+    constants = compare.load_fit()
+    if name not in constants:
+      known = ', '.join(sorted(constants)) or 'none'
+      raise ValueError(
+          f'No fitted efficiency for {name} (fitted: {known}): Google ran no '
+          f'{run.benchmark} on {machine.chip.name} in v0.7. Pass '
+          '--efficiency=F (a fraction of peak) to predict anyway.')
+    efficiency = constants[name]['efficiency']
+    fitted_on = f'{name}, on {constants[name]["fitted_on"]}'
+  return machine, run, program, estimate, efficiency, fitted_on
+
+
+def predict_one(gin_files, params, accelerator) -> str:
+  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  machine, run, program, estimate, efficiency, fitted_on = _predict(
+      gin_files, params, accelerator)
+  p = model.predict(cost=program, machine_=machine, run=run,
+                    efficiency=efficiency, samples=estimate.samples)
+  return describe(p, config=' '.join(gin_files), sources=estimate.sources,
+                  warning=estimate.warning, fitted_on=fitted_on)
+
+
+def sweep(gin_files, params, accelerator) -> str:
+  from distribution import tpu_slices  # pylint: disable=import-outside-toplevel
+  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  machine, run, program, estimate, efficiency, fitted_on = _predict(
+      gin_files, params, accelerator)
+  generation = tpu_slices.parse(machine.accelerator, public=False).generation
+  sizes = sorted(set(generation.sizes) | set(generation.internal_sizes))
+  lines = [f'{" ".join(gin_files)}: global batch {run.global_batch:,}, '
+           f'efficiency {efficiency:.3f} ({fitted_on})',
+           f'{"slice":>14s} {"chips":>6s} {"batch/replica":>13s} '
+           f'{"step":>9s} {"sum":>6s} {"time to train":>13s} {"speed-up":>8s}']
+  previous = None
+  for size in sizes:
+    target = model.machine(f'{generation.prefix}-{size}')
+    try:
+      p = model.predict(cost=program, machine_=target, run=run,
+                        efficiency=efficiency, samples=estimate.samples)
+    except ValueError:
+      continue  # The batch does not split over this slice.
+    gain = (previous / p.time_to_train) if previous else None
+    flat = '  <- flattens' if gain is not None and gain < 1.2 else ''
+    lines.append(
+        f'{target.accelerator:>14s} {target.chips:6,d} '
+        f'{p.per_replica_batch:13g} {_ms(p.step):>9s} '
+        f'{p.gradient_sum / p.step:6.0%} {_time(p.time_to_train):>13s} '
+        f'{(f"{gain:.2f}x" if gain else ""):>8s}{flat}')
+    previous = p.time_to_train
+  lines.append('speed-up: against the slice above (half the chips); '
+               '"flattens": less than 1.2x for twice the chips.')
+  if estimate.warning:
+    lines.append(f'warning: {estimate.warning}')
+  return '\n'.join(lines)
+
+
+def measure(gin_files, params) -> str:
+  from tools.ttt import configs  # pylint: disable=import-outside-toplevel
+  from tools.ttt import cost  # pylint: disable=import-outside-toplevel
+  from tools.ttt import costs_file  # pylint: disable=import-outside-toplevel
+  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  batches = FLAGS.batch
+  if not batches:
+    run, accelerator = configs.read(gin_files, params)
+    machine = model.machine(FLAGS.accelerator or accelerator)
+    per_replica = max(1, run.global_batch * run.model_ways //
+                      machine.replicas)
+    batches = [per_replica, 2 * per_replica]
+  if len(set(batches)) < 2:
+    raise ValueError('--measure needs two --batch values (a step\'s FLOPs '
+                     'are interpolated between them).')
+  program = cost.measure(gin_files, params, tuple(sorted(set(batches))))
+  costs_file.store(program)
+  train = ', '.join(f'{p.flops / 1e9:,.1f} GFLOP at {p.batch}'
+                    for p in program.train)
+  return (f'{costs_file.key(gin_files, params)}: train step {train}; '
+          f'{program.parameters:,} parameters; stored in '
+          'tools/data/program_costs.json')
+
+
+def main(argv):
+  del argv
+  from tools.ttt import compare  # pylint: disable=import-outside-toplevel
+  try:
+    if FLAGS.fit or FLAGS.compare:
+      rows = compare.google_rows()
+      if FLAGS.fit:
+        compare.write_fit(compare.fit(rows))
+        print('wrote tools/data/ttt_fit.json')
+      print(compare.markdown(compare.compare(rows, compare.load_fit())))
+      return 0
+    if not FLAGS.gin_file:
+      raise ValueError('Pass the experiment with --gin_file (e.g. '
+                       'gin/bert_pod.gin), or --compare.')
+    if FLAGS.measure:
+      print(measure(FLAGS.gin_file, FLAGS.gin_param))
+    elif FLAGS.sweep:
+      print(sweep(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator))
+    else:
+      print(predict_one(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator))
+  except (ValueError, RuntimeError, FileNotFoundError) as e:
+    print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == '__main__':
+  startup.parse_flags_early(define_flags)
+  startup.import_tensorflow()
+  app.run(lambda argv: sys.exit(main(argv)))

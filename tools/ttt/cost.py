@@ -1,0 +1,185 @@
+"""What one replica's train step and eval step cost, as XLA counts them.
+
+The program is the suite's own: the task, model and optimizer a gin config
+builds, the runtime's replica step (training/step.py: forward, loss,
+gradients, optimizer update; the eval step likewise) at a per-replica batch,
+compiled alone with `jit_compile=True` under the default strategy, so that
+its all-reduces are identities (the collectives are modelled on the slice's
+torus instead: tools/ttt/collectives.py). TensorFlow writes the HLO module;
+XLA's HloCostAnalysis counts it in a process of its own
+(tools/ttt/xla_cost.py). The module is the one XLA gets before its
+target-specific passes, the same for a TPU as here.
+
+A step's FLOPs are linear in the batch plus the optimizer's update, which is
+not: `ProgramCost` holds counts at two or more batches and interpolates
+(tests/tools/test_predict.py checks a third against XLA).
+
+The input is synthetic (each pipeline's `synthetic` mode: the shapes and
+dtypes of the real batches, no files), so a config is costed without its
+data.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+# Placeholders for the macros a pod config requires that do not change the
+# program (its data and checkpoints); a --gin_param of the user's wins.
+PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
+                "BACKBONE_CHECKPOINT = ''")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCost:
+  """XLA's count of one replica's step at one per-replica batch."""
+  batch: int
+  flops: float
+  bytes_accessed: float
+  transcendentals: float
+
+
+@dataclasses.dataclass
+class ProgramCost:
+  """A config's train and eval steps, at two or more batches each.
+
+  Attributes:
+    config: the gin files and bindings, as given.
+    train: XLA's counts of the train step, by batch.
+    eval: the eval step's.
+    parameters: trainable parameters (the all-reduced gradient's elements).
+    dense_parameters: of those, the ones all-reduced as dense gradients (the
+      sharded or sparse embedding rows excluded: no all-reduce).
+  """
+  config: dict
+  train: list
+  eval: list
+  parameters: int
+  dense_parameters: int
+
+  @staticmethod
+  def _at(points: list, batch: float, field: str) -> float:
+    pts = sorted(points, key=lambda p: p.batch)
+    if len(pts) == 1:
+      return getattr(pts[0], field) * batch / pts[0].batch
+    # The line through the nearest two points (extended beyond them).
+    lo, hi = (pts[0], pts[1]) if batch <= pts[1].batch else (pts[-2], pts[-1])
+    slope = (getattr(hi, field) - getattr(lo, field)) / (hi.batch - lo.batch)
+    return getattr(lo, field) + slope * (batch - lo.batch)
+
+  def train_flops(self, batch: float) -> float:
+    return self._at(self.train, batch, 'flops')
+
+  def train_bytes(self, batch: float) -> float:
+    return self._at(self.train, batch, 'bytes_accessed')
+
+  def eval_flops(self, batch: float) -> float:
+    return self._at(self.eval, batch, 'flops')
+
+  def to_json(self) -> dict:
+    out = dataclasses.asdict(self)
+    return out
+
+  @classmethod
+  def from_json(cls, data: dict) -> 'ProgramCost':
+    return cls(config=data['config'],
+               train=[StepCost(**p) for p in data['train']],
+               eval=[StepCost(**p) for p in data['eval']],
+               parameters=data['parameters'],
+               dense_parameters=data['dense_parameters'])
+
+
+def xla_cost(hlo_text: str) -> dict:
+  """XLA's HloCostAnalysis of a module (in a process of its own)."""
+  with tempfile.NamedTemporaryFile('w', suffix='.hlo', delete=False) as f:
+    f.write(hlo_text)
+    path = f.name
+  try:
+    result = subprocess.run(
+        [sys.executable, '-m', 'tools.ttt.xla_cost', path], cwd=ROOT,
+        capture_output=True, text=True, check=False, timeout=1800,
+        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  finally:
+    os.unlink(path)
+  lines = [l for l in result.stdout.splitlines() if l.startswith('{')]
+  if result.returncode or not lines:
+    message = (result.stderr.strip().splitlines() or ['no output'])[-1]
+    raise RuntimeError(f'XLA\'s cost analysis failed: {message}')
+  return json.loads(lines[-1])
+
+
+def _step_cost(fn, batch_tensors, batch: int) -> StepCost:
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  compiled = tf.function(fn, jit_compile=True)
+  hlo = compiled.experimental_get_compiler_ir(batch_tensors)(stage='hlo')
+  cost = xla_cost(hlo)
+  return StepCost(batch=batch, flops=cost['flops'],
+                  bytes_accessed=cost['bytes accessed'],
+                  transcendentals=cost['transcendentals'])
+
+
+def _synthetic(data):
+  if not hasattr(data, 'synthetic'):
+    raise ValueError(
+        f'{type(data).__name__} has no synthetic mode: the time-to-train '
+        'model costs a config from synthetic batches of its shapes (add one '
+        'to the pipeline, as input_pipeline/imagenet.py has).')
+  data.synthetic = True
+
+
+def measure(gin_files: list[str], bindings: list[str],
+            batches: tuple[int, ...]) -> ProgramCost:
+  """XLA's counts of a config's train and eval steps at `batches`
+  (per-replica batch sizes)."""
+  from training import startup  # pylint: disable=import-outside-toplevel
+  startup.import_tensorflow()
+  import gin  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from training import config as gin_config  # pylint: disable=import-outside-toplevel
+  from training import step as step_lib  # pylint: disable=import-outside-toplevel
+
+  gin.clear_config()
+  gin_config.parse(list(gin_files), list(PLACEHOLDERS) + list(bindings),
+                   unread_macros='known')
+  try:
+    task = gin_config.configured_task()
+    _synthetic(task.data)
+    optimizer = gin.query_parameter(
+        'train.train.optimizer').scoped_configurable_fn()
+    schedule_cls = gin.query_parameter(
+        'train.train.learning_rate').scoped_configurable_fn
+    model = task.build_model()
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    lr = schedule_cls(steps_per_epoch=100, total_steps=10000)
+    strategy = tf.distribute.get_strategy()
+    train_loop = step_lib.make_train_loop(
+        strategy=strategy, model=model, optimizer=optimizer,
+        learning_rate=lr, task=task, step=step)
+    eval_loop = step_lib.make_eval_loop(strategy=strategy, model=model,
+                                        task=task, local_outputs=True)
+    context = tf.distribute.InputContext()
+    train, evals = [], []
+    for batch in batches:
+      element = next(iter(task.data.train_dataset(
+          context, global_batch_size=batch)))
+      train.append(_step_cost(train_loop.replica_step, element, batch))
+      element = next(iter(task.data.eval_dataset(
+          context, global_batch_size=batch, steps=1, cache=False)))
+      evals.append(_step_cost(eval_loop.replica_eval, element, batch))
+    local = {id(v) for v in getattr(model, 'local_variables', ())}
+    parameters = sum(int(v.shape.num_elements())
+                     for v in model.trainable_variables)
+    dense = sum(int(v.shape.num_elements()) for v in model.trainable_variables
+                if id(v) not in local)
+    return ProgramCost(config={'gin_files': list(gin_files),
+                               'bindings': list(bindings)},
+                       train=train, eval=evals, parameters=parameters,
+                       dense_parameters=dense)
+  finally:
+    gin.clear_config()

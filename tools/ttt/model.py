@@ -1,0 +1,193 @@
+"""The time-to-train model: a config on a slice, step by step.
+
+  step      = compute + gradient sum          (not overlapped: the suite sums
+                                               after the backward pass)
+  compute   = XLA's FLOPs of one replica's step at its batch
+              / (the replica's peak FLOP/s x efficiency)
+  sum       = the all-reduce of the dense gradients on the slice's torus
+              (weight-update sharding: a reduce-scatter and an all-gather,
+              the same bytes; the optimizer's update runs on 1/N of each
+              weight)
+  eval      = eval steps x XLA's FLOPs of one eval step / (peak x efficiency)
+  time to train = steps to target x step + evals x eval
+
+Inputs, and which are measured, published or fitted:
+- FLOPs: measured, XLA's cost analysis of the suite's own step
+  (tools/ttt/cost.py; tools/data/program_costs.json).
+- Peak FLOP/s, all-reduce bandwidth, torus shape: published
+  (tools/ttt/hardware.py, tools/ttt/collectives.py).
+- Samples to target: published (tools/ttt/convergence.py).
+- Efficiency: the one fitted constant, per benchmark and generation, on
+  the largest scale Google ran (tools/data/ttt_fit.json, `python -m
+  tools.predict --fit`). It holds everything the model leaves out: the MXU
+  use at that per-replica batch, memory-bound ops, the host loop, per-hop
+  latency of the sums, input stalls.
+
+Model parallelism (a mesh's model axis, spatial partitions) divides a
+replica's FLOPs ideally over its partitions; their own communication is
+left out.
+"""
+
+import dataclasses
+import math
+
+from distribution import tpu_slices
+from tools.ttt import collectives
+from tools.ttt import hardware
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+  """A slice (or the V100 server) as the model sees it."""
+  accelerator: str
+  chip: hardware.Chip
+  chips: int
+  replicas: int
+  hosts: int
+
+  @property
+  def replica_peak(self) -> float:
+    return self.chip.peak_flops * self.chips / self.replicas
+
+
+_GPU = 'v100-'
+
+
+def machine(accelerator: str) -> Machine:
+  """'v3-8192', 'v4-128', 'v5litepod-16', 'v100-8'.
+
+  Raises:
+    ValueError: one line naming the accelerator and what is known.
+  """
+  if accelerator.startswith(_GPU):
+    try:
+      gpus = int(accelerator[len(_GPU):])
+    except ValueError:
+      gpus = 0
+    if gpus not in (1, 2, 4, 8):
+      raise ValueError(f'--accelerator={accelerator}: a V100 server has 1, '
+                       '2, 4 or 8 GPUs (v100-8 is Google\'s v0.7 system).')
+    return Machine(accelerator, hardware.chip('v100'), gpus, gpus, 1)
+  tpu = tpu_slices.parse(accelerator, public=False)
+  return Machine(accelerator, hardware.chip(tpu.generation.name), tpu.chips,
+                 tpu.replicas, tpu.hosts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """What a config asks of the machine (from its gin files)."""
+  benchmark: str
+  global_batch: int
+  eval_batch: int
+  eval_every_steps: int
+  eval_samples: int
+  model_ways: int = 1  # A mesh's model axis x spatial partitions.
+  allreduce_bytes: int = 4  # 2 for bfloat16 gradients.
+  weight_update_sharding: bool = False
+
+
+@dataclasses.dataclass
+class Prediction:
+  """One config on one machine, in seconds unless named otherwise."""
+  machine: Machine
+  run: Run
+  per_replica_batch: float
+  efficiency: float
+  compute: float
+  update: float
+  gradient_sum: float
+  step: float
+  eval_step: float
+  eval_steps: int
+  eval: float
+  steps: float
+  evals: int
+  samples: float
+  time_to_train: float
+  notes: list = dataclasses.field(default_factory=list)
+
+  @property
+  def bound(self) -> str:
+    """What dominates the run: compute, interconnect or eval."""
+    parts = {'compute': self.steps * (self.compute + self.update),
+             'interconnect': self.steps * self.gradient_sum,
+             'eval': self.evals * self.eval}
+    return max(parts, key=parts.get)
+
+
+def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
+            samples: float, evals: int | None = None) -> Prediction:
+  """The model's time to train for `run` on `machine_`.
+
+  Args:
+    cost: the config's tools.ttt.cost.ProgramCost.
+    efficiency: the fitted fraction of peak (tools/data/ttt_fit.json).
+    samples: samples to the target (tools.ttt.convergence).
+    evals: evaluations until the target (default: one every
+      eval_every_steps, the last at or after the target).
+  """
+  notes = []
+  data_replicas = machine_.replicas // run.model_ways
+  if data_replicas < 1 or machine_.replicas % run.model_ways:
+    raise ValueError(
+        f'{machine_.accelerator} has {machine_.replicas} replicas, which '
+        f'{run.model_ways}-way model partitions do not divide.')
+  if run.global_batch % data_replicas:
+    raise ValueError(
+        f'GLOBAL_BATCH_SIZE={run.global_batch} does not split over the '
+        f'{data_replicas} data-parallel replicas of {machine_.accelerator}: '
+        'pick a multiple of it.')
+  batch = run.global_batch / data_replicas
+  if batch < 1:
+    raise ValueError(f'GLOBAL_BATCH_SIZE={run.global_batch} is less than '
+                     f'one example per replica on {machine_.accelerator}.')
+  speed = machine_.replica_peak * efficiency
+  step_flops = cost.train_flops(batch) / run.model_ways
+  # The optimizer's update: what the step costs at batch 0 (the FLOPs that
+  # do not grow with the batch).
+  update_flops = max(0.0, cost.train_flops(0)) / run.model_ways
+  if run.weight_update_sharding:
+    update_share = update_flops * (1 - 1 / data_replicas)
+    step_flops -= update_share
+    update_flops -= update_share
+  compute = (step_flops - update_flops) / speed
+  update = update_flops / speed
+  gradient_bytes = cost.dense_parameters * run.allreduce_bytes / run.model_ways
+  gradient_sum = collectives.all_reduce_seconds(
+      machine_.chip, machine_.chips, gradient_bytes)
+  step = compute + update + gradient_sum
+  steps = samples / run.global_batch
+  eval_steps = math.ceil(run.eval_samples / run.eval_batch)
+  eval_batch = run.eval_batch / data_replicas
+  eval_step = cost.eval_flops(eval_batch) / run.model_ways / speed
+  if evals is None:
+    evals = math.ceil(steps / run.eval_every_steps)
+  eval_time = eval_steps * eval_step
+  total = steps * step + evals * eval_time
+  return Prediction(machine=machine_, run=run, per_replica_batch=batch,
+                    efficiency=efficiency, compute=compute, update=update,
+                    gradient_sum=gradient_sum, step=step,
+                    eval_step=eval_step, eval_steps=eval_steps,
+                    eval=eval_time, steps=steps, evals=evals,
+                    samples=samples, time_to_train=total, notes=notes)
+
+
+def fit_efficiency(*, cost, machine_: Machine, run: Run, samples: float,
+                   evals: int, measured_seconds: float) -> float:
+  """The efficiency that makes the model's time to train `measured_seconds`
+  (the time is (FLOP time at peak) / efficiency + gradient sums).
+
+  Raises:
+    ValueError: the gradient sums alone exceed the measured time.
+  """
+  at_peak = predict(cost=cost, machine_=machine_, run=run, efficiency=1.0,
+                    samples=samples, evals=evals)
+  flop_time = at_peak.steps * (at_peak.compute + at_peak.update) + (
+      at_peak.evals * at_peak.eval)
+  rest = measured_seconds - at_peak.steps * at_peak.gradient_sum
+  if rest <= 0:
+    raise ValueError(
+        f'{run.benchmark} on {machine_.accelerator}: the modelled gradient '
+        f'sums ({at_peak.steps * at_peak.gradient_sum:.1f} s) exceed the '
+        f'measured {measured_seconds:.1f} s.')
+  return flop_time / rest
