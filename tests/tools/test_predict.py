@@ -71,9 +71,9 @@ def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
   import tensorflow as tf
   a = tf.zeros([128, 256])
   b = tf.zeros([256, 512])
-  hlo = tf.function(lambda x, y: tf.matmul(x, y), jit_compile=True
-                    ).experimental_get_compiler_ir(a, b)(stage='hlo')
-  assert cost_lib.xla_cost(hlo)['flops'] == 2 * 128 * 256 * 512
+  step = cost_lib._step_cost(  # pylint: disable=protected-access
+      lambda x: tf.matmul(x[0], x[1]), (a, b), batch=128)
+  assert step.flops == 2 * 128 * 256 * 512
 
 
 def test_the_stored_costs_agree_with_the_textbook_counts():

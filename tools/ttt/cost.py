@@ -114,8 +114,18 @@ def xla_cost(hlo_text: str) -> dict:
 
 def _step_cost(fn, batch_tensors, batch: int) -> StepCost:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  compiled = tf.function(fn, jit_compile=True)
-  hlo = compiled.experimental_get_compiler_ir(batch_tensors)(stage='hlo')
+  from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
+  # Op determinism (a deterministic run earlier in this process) refuses
+  # XLA lowerings it has no deterministic kernel for (MaxPoolGrad) and
+  # unseeded graphs; the count is the same either way.
+  deterministic = config.is_op_determinism_enabled()
+  config.disable_op_determinism()
+  try:
+    compiled = tf.function(fn, jit_compile=True)
+    hlo = compiled.experimental_get_compiler_ir(batch_tensors)(stage='hlo')
+  finally:
+    if deterministic:
+      config.enable_op_determinism()
   cost = xla_cost(hlo)
   return StepCost(batch=batch, flops=cost['flops'],
                   bytes_accessed=cost['bytes accessed'],
