@@ -37,9 +37,10 @@ import sys
 from absl import app
 from absl import flags
 
+from training.time_to_accuracy import MLLOG_PREFIX
+
 FLAGS = flags.FLAGS
 SOURCE_REPO = 'mlcommons/training_results_v0.7'
-MLLOG = ':::MLLOG '
 # The training-set sizes the epochs count (MLPerf v0.7 reference datasets;
 # train_samples in the logs agrees for all but BERT, which logs its budget).
 # DLRM is left out: its logs number 15-18 "epochs" of a set of 4.2 billion
@@ -52,7 +53,8 @@ _SYSTEM = re.compile(r'^(?:tpu-(v\d)-(\d+)|gpu-v100-(\d+))-(.+)$')
 
 def read_lines(path: str) -> list[dict]:
   with open(path, errors='replace') as f:
-    return [json.loads(line.split(MLLOG, 1)[1]) for line in f if MLLOG in line]
+    return [json.loads(line.split(MLLOG_PREFIX, 1)[1]) for line in f
+            if MLLOG_PREFIX in line]
 
 
 def _first(lines: list[dict], key: str):
@@ -109,9 +111,8 @@ def trained(benchmark: str, lines: list[dict]) -> dict:
   return out
 
 
-def read_run(path: str) -> dict:
-  """One result_<i>.txt."""
-  lines = read_lines(path)
+def read_run(path: str, lines: list[dict]) -> dict:
+  """One result_<i>.txt, from its MLLOG lines."""
   if not lines:
     raise ValueError(f'{path} holds no MLPerf log lines.')
   times = {l['key']: l['time_ms'] for l in lines
@@ -181,8 +182,9 @@ def extract(root: str, commit: str = '') -> dict:
       row = describe_system(system, json.load(f))
     paths = sorted(glob.glob(os.path.join(folder, 'result_*.txt')),
                    key=lambda p: int(re.findall(r'\d+', os.path.basename(p))[0]))
-    runs = [read_run(p) for p in paths]
-    lines = read_lines(paths[0])
+    logs = [read_lines(p) for p in paths]
+    runs = [read_run(p, lines) for p, lines in zip(paths, logs)]
+    lines = logs[0]
     score, dropped = olympic(runs)
     hyper = {l['key']: l['value'] for l in lines
              if l['key'].startswith('opt_') or l['key'] in (

@@ -90,8 +90,6 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
   from tools.ttt import collectives  # pylint: disable=import-outside-toplevel
   m, r = p.machine, p.run
   shape = collectives.describe(m.chip, m.chips)
-  gradient_mb = p.gradient_sum and (
-      f'{r.allreduce_bytes * 8}-bit gradients on a {shape}')
   lines = [
       f'{config} on {m.accelerator}: {m.chips:,} chips, {m.replicas:,} '
       f'replicas, {m.hosts:,} hosts, a {shape}',
@@ -100,7 +98,8 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
                     r.model_ways > 1 else ''),
       f'  step           {_ms(p.step)} = compute {_ms(p.compute)} + update '
       f'{_ms(p.update)} + gradient sum {_ms(p.gradient_sum)} '
-      f'({gradient_mb}; after the backward pass, not hidden)',
+      f'({r.allreduce_bytes * 8}-bit gradients on a {shape}; after the '
+      'backward pass, not hidden)',
       f'  eval           {_time(p.eval)} each ({r.eval_samples:,} samples in '
       f'{p.eval_steps} steps of {_ms(p.eval_step)}), {p.evals} evals: '
       f'{_time(p.evals * p.eval)}',

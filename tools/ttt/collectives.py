@@ -25,8 +25,6 @@ messages on long rings, as the comparison table shows) and any overlap of
 the sum with the backward pass (the suite sums after the backward pass).
 """
 
-import math
-
 from tools.ttt import hardware
 
 MULTIPOD_V3 = (128, 32)
@@ -87,6 +85,3 @@ def describe(chip: hardware.Chip, chips: int) -> str:
       'torus' if all(wraps(chip, s) for s in shape if s > 1) else 'mesh')
   return f'{"x".join(map(str, shape))} {kind}'
 
-
-def ceil_div(a: float, b: float) -> int:
-  return int(math.ceil(a / b))

@@ -11,6 +11,7 @@ they agree).
 """
 
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -72,11 +73,18 @@ def google_rows() -> list[Row]:
   return rows
 
 
+@functools.lru_cache(maxsize=None)
+def _config(path: str):
+  """A config's Run and stored cost, read once for all its rows."""
+  run, _ = configs.read([path], [])
+  return run, costs_file.lookup([path], [])
+
+
 def _inputs(row: Row):
-  bindings = [f'GLOBAL_BATCH_SIZE = {row.global_batch}',
-              f'EVAL_BATCH_SIZE = {row.global_batch}']
-  program = costs_file.lookup([row.config], [])
-  run, _ = configs.read([row.config], bindings)
+  run, program = _config(row.config)
+  # Google's global batch (and eval batch) on the config's program.
+  run = dataclasses.replace(run, global_batch=row.global_batch,
+                            eval_batch=row.global_batch)
   machine = model.machine(row.accelerator)
   if machine.replicas % run.model_ways or (
       row.global_batch % (machine.replicas // run.model_ways)):

@@ -21,14 +21,15 @@ import math
 import os
 import statistics
 
+from tools import google_v07
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 GOOGLE_TABLE = os.path.join(ROOT, 'tools', 'data', 'google_v07_results.json')
-# The training sets the epochs count (train_samples of Google's v0.7 logs).
-TRAIN_SET = {'resnet': 1281167, 'ssd': 117266, 'maskrcnn': 117266}
-# Benchmarks whose v1.0 target is v0.7's (notes/mlperf.md, quality targets).
-SAME_TARGET_IN_V1 = tuple(TRAIN_SET)
+# Benchmarks whose v1.0 target is v0.7's (notes/mlperf.md, quality targets)
+# and whose RCPs count epochs of a known set (google_v07.TRAIN_SET).
+SAME_TARGET_IN_V1 = ('resnet', 'ssd', 'maskrcnn')
 RCP_RULESET = 'training_1.0.0'
 
 
@@ -71,7 +72,7 @@ def rcp_points() -> list[Point]:
       for name, rcp in json.load(f).items():
         runs = rcp['Epochs to converge']
         points.append(Point(benchmark, int(rcp['BS']),
-                            statistics.fmean(runs) * TRAIN_SET[benchmark],
+                            statistics.fmean(runs) * google_v07.TRAIN_SET[benchmark],
                             len(runs), f'MLCommons RCP {RCP_RULESET} {name}'))
   return points
 

@@ -104,7 +104,6 @@ class Prediction:
   evals: int
   samples: float
   time_to_train: float
-  notes: list = dataclasses.field(default_factory=list)
 
   @property
   def bound(self) -> str:
@@ -126,7 +125,6 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
     evals: evaluations until the target (default: one every
       eval_every_steps, the last at or after the target).
   """
-  notes = []
   data_replicas = machine_.replicas // run.model_ways
   if data_replicas < 1 or machine_.replicas % run.model_ways:
     raise ValueError(
@@ -169,7 +167,7 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
                     gradient_sum=gradient_sum, step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
                     eval=eval_time, steps=steps, evals=evals,
-                    samples=samples, time_to_train=total, notes=notes)
+                    samples=samples, time_to_train=total)
 
 
 def fit_efficiency(*, cost, machine_: Machine, run: Run, samples: float,
