@@ -121,6 +121,14 @@ def shard_rows(rows: int, shards: int) -> int:
   return -(-rows // shards)
 
 
+def sharded_indices(vocab_sizes: Sequence[int], sharded: int) -> list[int]:
+  """The tables ShardedTables splits, in table order: the `sharded`
+  largest (0: all; the first of equal ones first)."""
+  count = len(vocab_sizes) if not sharded else min(sharded, len(vocab_sizes))
+  largest = sorted(range(len(vocab_sizes)), key=lambda t: -vocab_sizes[t])
+  return sorted(largest[:count])
+
+
 class ShardedTables:
   """The largest tables' rows split over a strategy's replicas. Implements
   EmbeddingTables."""
@@ -148,10 +156,7 @@ class ShardedTables:
     self._shard_vars = {}
 
   def make_tables(self, vocab_sizes, dim, *, seed):
-    count = len(vocab_sizes) if not self.sharded else min(self.sharded,
-                                                          len(vocab_sizes))
-    largest = sorted(range(len(vocab_sizes)), key=lambda t: -vocab_sizes[t])
-    self._order = sorted(largest[:count])
+    self._order = sharded_indices(vocab_sizes, self.sharded)
     self.dim, self._seed = dim, seed
     tables = {}
     for t, rows in enumerate(vocab_sizes):

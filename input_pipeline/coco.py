@@ -27,6 +27,7 @@ device.
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from input_pipeline import records
@@ -53,6 +54,8 @@ P_NO_CROP_PER_PASS = 1 / (len(CROP_MIN_IOU_CHOICES) + 1)
 # Google's loop runs until a pass succeeds; this bound (never reached in
 # practice: (6/7)^100 = 2e-7 when no window ever fits) keeps it finite.
 MAX_CROP_ROUNDS = 100
+# COCO 2017's detection categories: the synthetic mode's label count.
+COCO_CATEGORIES = 80
 
 
 def read_categories(data_dir: str) -> list[int]:
@@ -165,7 +168,8 @@ class CocoInput:
                geometry: ssd_boxes.Geometry = ssd_boxes.Geometry(),
                num_train_examples: int = 118287, shuffle_buffer: int = 64,
                interleave_cycle: int = 32, eval_cache: bool = True,
-               deterministic: bool = False, seed: int = 0):
+               deterministic: bool = False, seed: int = 0,
+               synthetic: bool = False):
     """Args:
       data_dir: folder (local or gs://) with tools/convert_coco.py's output.
       train_pattern, eval_pattern: globs of the record files in data_dir.
@@ -178,8 +182,11 @@ class CocoInput:
       eval_cache: keep preprocessed eval batches in memory.
       deterministic: reproducible element order (slower).
       seed: seed of shuffling and augmentation.
+      synthetic: random batches of the real shapes instead of files (COCO
+        2017's 80 categories; the time-to-train model costs a step so).
     """
     self.data_dir = data_dir
+    self.synthetic = synthetic
     self.train_files = os.path.join(data_dir, train_pattern)
     self.eval_files = os.path.join(data_dir, eval_pattern)
     self.eval_annotations = os.path.join(data_dir, eval_annotations)
@@ -195,7 +202,9 @@ class CocoInput:
   def category_ids(self) -> list[int]:
     """The COCO category id of each label 1..K (label k: entry k - 1)."""
     if self._categories is None:
-      self._categories = read_categories(self.data_dir)
+      self._categories = (list(range(1, COCO_CATEGORIES + 1))
+                          if self.synthetic else
+                          read_categories(self.data_dir))
     return self._categories
 
   @property
@@ -205,6 +214,8 @@ class CocoInput:
 
   def check(self) -> None:
     """Fails fast on missing files or a wrong schema."""
+    if self.synthetic:
+      return
     fix = ('The pipeline expects COCO detection records; build them with '
            'python -m tools.convert_coco.')
     for pattern in (self.train_files, self.eval_files):
@@ -254,6 +265,8 @@ class CocoInput:
     """Per-host training batches, starting at training step `start_step`
     (records.shuffled_epochs: epoch order from (seed, epoch) only)."""
     batch = input_context.get_per_replica_batch_size(global_batch_size)
+    if self.synthetic:
+      return self._synthetic_train(batch)
     files = records.list_files(self.train_files)
     anchors = tf.constant(ssd_boxes.default_boxes(self.geometry))
     size = self.geometry.image_size
@@ -288,11 +301,13 @@ class CocoInput:
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
   def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
+    if self.synthetic:
+      return 1
     return self._eval_counts.steps(num_pipelines=num_pipelines,
                                    global_batch_size=global_batch_size)
 
   def num_eval_examples(self) -> int:
-    return self._eval_counts.total()
+    return 0 if self.synthetic else self._eval_counts.total()
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
                    global_batch_size: int, steps: int, cache: bool = True):
@@ -300,6 +315,13 @@ class CocoInput:
     padded with `mask` 0 (and image id -1)."""
     batch = input_context.get_per_replica_batch_size(global_batch_size)
     size = self.geometry.image_size
+    if self.synthetic:
+      rng = np.random.default_rng(self.seed)
+      return records.synthetic_batches({
+          'image': rng.uniform(size=(batch, size, size, 3)).astype(np.float32),
+          'image_id': np.arange(batch, dtype=np.int32),
+          'raw_shape': np.full((batch, 2), 480, np.int32),
+          'mask': np.ones(batch, np.float32)})
     ds = records.host_records(
         records.list_files(self.eval_files), input_context,
         cycle_length=self.interleave_cycle, deterministic=True,
@@ -326,3 +348,23 @@ class CocoInput:
     return records.padded_eval_batches(
         ds, padding, input_context, per_replica_batch=batch, steps=steps,
         cache=cache and self.eval_cache)
+
+  def _synthetic_train(self, batch: int):
+    """Random images, boxes and classes through the real target assignment
+    (so matched anchors and hard negatives are as many as real data's)."""
+    rng = np.random.default_rng(self.seed)
+    anchors = tf.constant(ssd_boxes.default_boxes(self.geometry))
+    size = self.geometry.image_size
+    examples = []
+    for _ in range(batch):
+      corners = np.sort(rng.uniform(size=(4, 2, 2)), axis=1)  # 4 boxes.
+      boxes = np.stack([corners[:, 0, 0], corners[:, 0, 1], corners[:, 1, 0],
+                        corners[:, 1, 1]], axis=1).astype(np.float32)
+      classes = rng.integers(1, self.num_classes, 4).astype(np.int32)
+      labels, targets, matched = ssd_boxes.assign_targets(
+          tf.constant(boxes), tf.constant(classes), anchors)
+      examples.append((labels.numpy(), targets.numpy(), matched.numpy()))
+    labels, targets, matched = (np.stack(x) for x in zip(*examples))
+    return records.synthetic_batches({
+        'image': rng.uniform(size=(batch, size, size, 3)).astype(np.float32),
+        'classes': labels, 'boxes': targets, 'num_matched': matched})

@@ -326,3 +326,10 @@ def padded_eval_batches(ds: tf.data.Dataset, padding: dict,
   options = tf.data.Options()
   options.deterministic = True
   return ds.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+
+def synthetic_batches(element: dict) -> tf.data.Dataset:
+  """A pipeline's synthetic mode: one batch of the real batches' shapes and
+  dtypes (numpy arrays or tensors), repeated; no files read."""
+  return tf.data.Dataset.from_tensors(
+      {k: tf.constant(v) for k, v in element.items()}).repeat()

@@ -11,11 +11,19 @@ and `index` -1.
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from input_pipeline import packing
 from input_pipeline import records
 from input_pipeline import subwords
+
+# The synthetic mode's data, as MLPerf v0.7's (Google's logs and Lingvo's
+# params: 33,708 subwords, rows of 256 ids packed from pairs of at most 80,
+# newstest2014's 3,003 pairs with sources of at most 97 ids).
+SYNTHETIC_METADATA = {'vocab_size': 33708, 'packed_length': 256,
+                      'max_length': 80, 'eval_length': 97,
+                      'train_rows': 566340, 'eval_pairs': 3003}
 
 
 class TranslationInput:
@@ -24,15 +32,18 @@ class TranslationInput:
 
   def __init__(self, *, data_dir: str, shuffle_buffer: int = 1024,
                cycle_length: int = 8, deterministic: bool = False,
-               seed: int = 0):
+               seed: int = 0, synthetic: bool = False):
     """Args:
       data_dir: tools/build_translation_data.py's output_dir (local or gs://).
       shuffle_buffer: training rows in the shuffle buffer.
       cycle_length: files read in parallel (at most 8).
       deterministic: reproducible order (for tests and exact resume).
       seed: shuffling seed.
+      synthetic: random batches of MLPerf's shapes (SYNTHETIC_METADATA)
+        instead of files; the time-to-train model costs a step so.
     """
     self.data_dir = data_dir
+    self.synthetic = synthetic
     self.train_files = os.path.join(data_dir, 'train-*')
     self.eval_files = os.path.join(data_dir, 'eval-*')
     self.vocab_file = os.path.join(data_dir, 'vocab.txt')
@@ -44,6 +55,8 @@ class TranslationInput:
 
   @property
   def metadata(self) -> dict:
+    if self._metadata is None and self.synthetic:
+      self._metadata = dict(SYNTHETIC_METADATA)
     if self._metadata is None:
       path = os.path.join(self.data_dir, 'metadata.json')
       if not tf.io.gfile.exists(path):
@@ -89,6 +102,8 @@ class TranslationInput:
 
   def check(self) -> None:
     """Fails fast on missing files, the wrong features or vocabulary."""
+    if self.synthetic:
+      return
     fix = ('Rebuild DATA_DIR with tools/build_translation_data.py; its '
            'metadata.json must describe its records.')
     for pattern, features in ((self.train_files, self._train_features()),
@@ -121,6 +136,8 @@ class TranslationInput:
                     global_batch_size: int, start_step: int = 0):
     """Per-replica batches of packed rows, positioned at `start_step`."""
     batch = input_context.get_per_replica_batch_size(global_batch_size)
+    if self.synthetic:
+      return self._synthetic_train(batch)
     features = self._train_features()
     ds = records.shuffled_epochs(
         records.list_files(self.train_files), input_context, seed=self.seed,
@@ -134,9 +151,11 @@ class TranslationInput:
     return ds.with_options(self._options(self.deterministic))
 
   def num_eval_examples(self) -> int:
-    return self.metadata['eval_pairs']
+    return 0 if self.synthetic else self.metadata['eval_pairs']
 
   def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
+    if self.synthetic:
+      return 1
     total = self.num_eval_examples()
     counts = [len(range(i, total, num_pipelines)) for i in range(num_pipelines)]
     return records.eval_steps(counts, global_batch_size // num_pipelines)
@@ -145,6 +164,14 @@ class TranslationInput:
                    global_batch_size: int, steps: int, cache: bool = True):
     """Exactly `steps` batches per replica; padding has mask 0, index -1."""
     batch = input_context.get_per_replica_batch_size(global_batch_size)
+    if self.synthetic:
+      rng = np.random.default_rng(self.seed)
+      inputs = rng.integers(3, self.metadata['vocab_size'],
+                            (batch, self.eval_length)).astype(np.int32)
+      inputs[:, -1] = subwords.EOS_ID
+      return records.synthetic_batches({
+          'inputs': inputs, 'index': np.arange(batch, dtype=np.int32),
+          'mask': np.ones(batch, np.float32)})
     files = records.list_files(self.eval_files)
     features = self._eval_features()
     ds = tf.data.TFRecordDataset(files)
@@ -164,3 +191,23 @@ class TranslationInput:
     """The eval targets, by index."""
     with tf.io.gfile.GFile(self.references_file, 'rb') as f:
       return f.read().decode('utf-8').split('\n')[:self.num_eval_examples()]
+
+  def _synthetic_train(self, batch: int):
+    """Packed rows as input_pipeline/packing.py writes them: six pairs of 40
+    source and 40 target ids a row (half of max_length each), then padding."""
+    rng = np.random.default_rng(self.seed)
+    length, pair = self.packed_length, self.max_length // 2
+    segments = np.zeros(length, np.int32)
+    positions = np.zeros(length, np.int32)
+    for k in range(length // pair):
+      segments[k * pair:(k + 1) * pair] = k + 1
+      positions[k * pair:(k + 1) * pair] = np.arange(pair)
+    ids = lambda: rng.integers(3, self.metadata['vocab_size'],
+                               (batch, length)).astype(np.int32) * (
+                                   segments > 0)
+    element = {}
+    for side in ('inputs', 'targets'):
+      element[side] = ids()
+      element[f'{side}_segmentation'] = np.tile(segments, (batch, 1))
+      element[f'{side}_position'] = np.tile(positions, (batch, 1))
+    return records.synthetic_batches(element)

@@ -150,6 +150,23 @@ class TransformerTask:
         vocab_size=model.vocab_size, alpha=self.length_penalty, **common)
     return ids
 
+  def eval_search_step(self, model, batch):
+    """One iteration of the eval's search loop, for the time-to-train
+    model's count (tools/ttt/cost.py: XLA counts a loop's body once):
+    the fixed-shape decoder step at this batch (x beam), its arguments
+    and the most steps the search runs (source length + extra)."""
+    inputs = batch['inputs']
+    max_length = inputs.shape[1] + self.extra_decode_length
+    source, cache = model.start_decoding(inputs, max_length)
+    if self.decoder == 'beam':
+      source, cache = tf.nest.map_structure(
+          lambda t: tf.repeat(t, self.beam_size, axis=0), (source, cache))
+    ids = tf.zeros([cache[next(iter(cache))].shape[0]], tf.int32)
+    def step(ids, position, cache, source):
+      return model.decode_step(ids, position, cache, source, growing=False)
+
+    return step, (ids, tf.constant(0), cache, source), max_length
+
   def eval_sums(self, model, batch) -> dict:
     del model
     return {'examples': tf.reduce_sum(batch['mask'])}

@@ -137,3 +137,15 @@ def test_a_folder_without_results_is_one_line(tmp_path):
       'folders: give a checkout of '
       'github.com/mlcommons/training_results_v0.7.']
   assert not (tmp_path / 't.json').exists()
+
+
+def test_dlrm_numbers_its_evals_each_five_percent_of_the_clicks(extracted):
+  run = extracted[('tpu-v4-128-TF', 'dlrm')]['runs'][0]
+  path = os.path.join(RESULTS, 'tpu-v4-128-TF', 'dlrm', 'result_0.txt')
+  evals = raw(path, 'eval_accuracy')
+  assert run['unit'] == 'evals' and run['epoch_num'] == len(evals) == 18
+  # Google's --steps_between_evals=3793 at batch 55,296: 5% of the clicks.
+  train_samples = raw(path, 'train_samples')[0]['value']
+  assert 3793 * 55296 == pytest.approx(0.05 * train_samples, rel=2e-4)
+  assert run['samples_at_target'] == pytest.approx(18 * 3793 * 55296,
+                                                   rel=2e-4)

@@ -28,6 +28,9 @@ CONFIGS = {
     'resnet': {'tpu-v3-32-TF2.0': 'gin/resnet50_v3_32.gin',
                '': 'gin/resnet50_pod.gin'},
     'bert': {'tpu-v3-32-TF2.0': 'gin/bert_v3_32.gin', '': 'gin/bert_pod.gin'},
+    'transformer': {'': 'gin/transformer_pod.gin'},
+    'ssd': {'tpu-v4-16-TF': 'gin/ssd_v4_16.gin', '': 'gin/ssd_pod.gin'},
+    'dlrm': {'': 'gin/dlrm_pod.gin'},
 }
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.35
 
@@ -75,21 +78,21 @@ def google_rows() -> list[Row]:
 
 @functools.lru_cache(maxsize=None)
 def _config(path: str):
-  """A config's Run and stored cost, read once for all its rows."""
-  run, _ = configs.read([path], [])
-  return run, costs_file.lookup([path], [])
+  """A config's Run, slice and stored cost, read once for all its rows."""
+  run, accelerator = configs.read([path], [])
+  return run, accelerator, costs_file.lookup([path], [])
 
 
 def _inputs(row: Row):
-  run, program = _config(row.config)
+  run, accelerator, program = _config(row.config)
   # Google's global batch (and eval batch) on the config's program.
   run = dataclasses.replace(run, global_batch=row.global_batch,
                             eval_batch=row.global_batch)
   machine = model.machine(row.accelerator)
-  if machine.replicas % run.model_ways or (
+  if row.accelerator != accelerator or machine.replicas % run.model_ways or (
       row.global_batch % (machine.replicas // run.model_ways)):
-    # Google's batch on a slice the config's partitions do not divide:
-    # the data-parallel replicas that do.
+    # Google's batch on another slice than the config's, or one its
+    # partitions do not divide: data parallel, as Google's smaller runs.
     run = dataclasses.replace(run, model_ways=1)
   samples = convergence.samples_to_target(row.benchmark,
                                           row.global_batch).samples

@@ -7,7 +7,7 @@ from tools.ttt import model
 
 # Eval set sizes (eval_samples in Google's v0.7 logs, the MLPerf eval sets).
 EVAL_SAMPLES = {'resnet': 50000, 'bert': 10000, 'transformer': 3003,
-                'ssd': 5000, 'maskrcnn': 5000}
+                'ssd': 5000, 'maskrcnn': 5000, 'dlrm': 89137318}
 
 
 def read(gin_files: list[str], bindings: list[str]):

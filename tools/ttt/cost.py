@@ -17,6 +17,13 @@ not: `ProgramCost` holds counts at two or more batches and interpolates
 The input is synthetic (each pipeline's `synthetic` mode: the shapes and
 dtypes of the real batches, no files), so a config is costed without its
 data.
+
+XLA counts a loop's body once. An eval that runs a search loop (the
+Transformer's beam search) says so by implementing `SearchingEval`: its
+loop's step is counted on its own and added for every further iteration
+the loop may run (an upper bound: a TPU's fixed-shape search stops when
+every sentence of the batch has). Loops of a few cheap iterations (SSD's
+NMS) are left counted once.
 """
 
 import dataclasses
@@ -25,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Protocol, runtime_checkable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -32,6 +40,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 # program (its data and checkpoints); a --gin_param of the user's wins.
 PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
                 "BACKBONE_CHECKPOINT = ''")
+# What the count binds over a config, before the user's --gin_params:
+# - the program a TPU runs where a config leaves the choice to the device
+#   (models/beam_search.needs_fixed_shapes picks fixed shapes on a TPU);
+# - DLRM's tables as the synthetic data's vocabularies (Criteo's, capped:
+#   input_pipeline/clicks.py says why the count is the same) instead of a
+#   pod config's 188 million rows, which do not fit this host;
+# - whole images on one replica: spatial partitions divide a replica's count
+#   in the model (tools/ttt/configs.py model_ways), as a mesh's model axis.
+COUNTED_PROGRAM = ("DECODE_SHAPES = 'fixed'", 'TABLE_SIZES = ()',
+                   'SPATIAL_PARTITIONS = 1')
+
+
+@runtime_checkable
+class SearchingEval(Protocol):
+  """A task whose eval step runs a search loop."""
+
+  def eval_search_step(self, model, batch) -> tuple:
+    """(step function, its arguments, the loop's most iterations) at the
+    shapes of this eval batch."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +78,10 @@ class ProgramCost:
     config: the gin files and bindings, as given.
     train: XLA's counts of the train step, by batch.
     eval: the eval step's.
-    parameters: trainable parameters (the all-reduced gradient's elements).
-    dense_parameters: of those, the ones all-reduced as dense gradients (the
-      sharded or sparse embedding rows excluded: no all-reduce).
+    parameters: trainable parameters of the program counted (DLRM's with
+      its tables capped: input_pipeline/clicks.py).
+    dense_parameters: of those, the ones whose gradients are all-reduced
+      (the embedding tables EMBEDDING_SHARDING splits excluded).
   """
   config: dict
   train: list
@@ -112,7 +140,7 @@ def xla_cost(hlo_text: str) -> dict:
   return json.loads(lines[-1])
 
 
-def _step_cost(fn, batch_tensors, batch: int) -> StepCost:
+def _step_cost(fn, args: tuple, batch: int) -> StepCost:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
   # Op determinism (a deterministic run earlier in this process) refuses
@@ -122,7 +150,7 @@ def _step_cost(fn, batch_tensors, batch: int) -> StepCost:
   config.disable_op_determinism()
   try:
     compiled = tf.function(fn, jit_compile=True)
-    hlo = compiled.experimental_get_compiler_ir(batch_tensors)(stage='hlo')
+    hlo = compiled.experimental_get_compiler_ir(*args)(stage='hlo')
   finally:
     if deterministic:
       config.enable_op_determinism()
@@ -130,6 +158,41 @@ def _step_cost(fn, batch_tensors, batch: int) -> StepCost:
   return StepCost(batch=batch, flops=cost['flops'],
                   bytes_accessed=cost['bytes accessed'],
                   transcendentals=cost['transcendentals'])
+
+
+def all_reduced(variables, options) -> list:
+  """The variables whose gradients the config's plan all-reduces: all but
+  the embedding tables EMBEDDING_SHARDING splits (each shard is updated by
+  its owner from its own gradient: distribution/embedding_tables.py)."""
+  from distribution import embedding_tables  # pylint: disable=import-outside-toplevel
+  if options.embedding_sharding == 'none':
+    return list(variables)
+  tables = {}
+  for v in variables:
+    name = v.name.split(':')[0]
+    for t in range(len(variables)):
+      if name.endswith(embedding_tables.table_name(t)):
+        tables[t] = v
+  order = sorted(tables)
+  split = {order[i] for i in embedding_tables.sharded_indices(
+      [int(tables[t].shape[0]) for t in order], options.sharded_tables)}
+  return [v for v in variables
+          if not any(v is tables[t] for t in split)]
+
+
+def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
+  """The eval step's count, its search loop's every iteration counted."""
+  whole = _step_cost(replica_eval, (element,), batch)
+  if not isinstance(task, SearchingEval):
+    return whole
+  step_fn, args, iterations = task.eval_search_step(model, element)
+  step = _step_cost(step_fn, args, batch)
+  more = iterations - 1
+  return StepCost(batch=batch, flops=whole.flops + more * step.flops,
+                  bytes_accessed=whole.bytes_accessed +
+                  more * step.bytes_accessed,
+                  transcendentals=whole.transcendentals +
+                  more * step.transcendentals)
 
 
 def _synthetic(data):
@@ -150,11 +213,13 @@ def measure(gin_files: list[str], bindings: list[str],
   import gin  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+  from distribution import plan  # pylint: disable=import-outside-toplevel
   from training import config as gin_config  # pylint: disable=import-outside-toplevel
   from training import step as step_lib  # pylint: disable=import-outside-toplevel
 
   gin.clear_config()
-  gin_config.parse(list(gin_files), list(PLACEHOLDERS) + list(bindings),
+  gin_config.parse(list(gin_files),
+                   list(PLACEHOLDERS + COUNTED_PROGRAM) + list(bindings),
                    unread_macros='known')
   try:
     task = gin_config.configured_task()
@@ -178,15 +243,16 @@ def measure(gin_files: list[str], bindings: list[str],
     for batch in batches:
       element = next(iter(task.data.train_dataset(
           context, global_batch_size=batch)))
-      train.append(_step_cost(train_loop.replica_step, element, batch))
+      train.append(_step_cost(train_loop.replica_step, (element,), batch))
       element = next(iter(task.data.eval_dataset(
           context, global_batch_size=batch, steps=1, cache=False)))
-      evals.append(_step_cost(eval_loop.replica_eval, element, batch))
-    local = {id(v) for v in getattr(model, 'local_variables', ())}
+      evals.append(_eval_cost(task, model, eval_loop.replica_eval, element,
+                              batch))
     parameters = sum(int(v.shape.num_elements())
                      for v in model.trainable_variables)
-    dense = sum(int(v.shape.num_elements()) for v in model.trainable_variables
-                if id(v) not in local)
+    dense = sum(int(v.shape.num_elements())
+                for v in all_reduced(model.trainable_variables,
+                                     gin.get_configurable(plan.PlanOptions)()))
     return ProgramCost(config={'gin_files': list(gin_files),
                                'bindings': list(bindings)},
                        train=train, eval=evals, parameters=parameters,
