@@ -111,16 +111,19 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
       f'({fitted_on}); measured: FLOPs (XLA\'s count of this config\'s '
       'step), samples to target (published runs); published: peak FLOP/s, '
       'all-reduce bandwidth, torus shape (tools/ttt/hardware.py)',
-      '  not modelled   host input, per-hop latency, model-parallel '
-      'communication, whether the batch fits in HBM, start-up and compile '
-      '(before run_start)',
+      '  not modelled   a step\'s cost that does not grow with its batch '
+      '(about 6 ms of a ResNet-50 step in Google\'s logs: the fitted '
+      'efficiency holds it at the fitted batch only, so a larger per-replica '
+      'batch than that is predicted too slow), host input, per-hop latency, '
+      'model-parallel communication, whether the batch fits in HBM, start-up '
+      'and compile',
   ]
   if warning:
     lines.append(f'  warning        {warning}')
   return '\n'.join(lines)
 
 
-def _predict(gin_files, params, accelerator):
+def _predict(gin_files, params, accelerator, efficiency):
   from tools.ttt import compare  # pylint: disable=import-outside-toplevel
   from tools.ttt import configs  # pylint: disable=import-outside-toplevel
   from tools.ttt import convergence  # pylint: disable=import-outside-toplevel
@@ -135,8 +138,9 @@ def _predict(gin_files, params, accelerator):
   program = costs_file.lookup(gin_files, params)
   estimate = convergence.samples_to_target(run.benchmark, run.global_batch)
   name = f'{run.benchmark} {machine.chip.name}'
-  if FLAGS.efficiency:
-    efficiency, fitted_on = FLAGS.efficiency, '--efficiency'
+  fitted_batch = None
+  if efficiency:
+    fitted_on = '--efficiency'
   else:
     constants = compare.load_fit()
     if name not in constants:
@@ -147,24 +151,44 @@ def _predict(gin_files, params, accelerator):
           '--efficiency=F (a fraction of peak) to predict anyway.')
     efficiency = constants[name]['efficiency']
     fitted_on = f'{name}, on {constants[name]["fitted_on"]}'
-  return machine, run, program, estimate, efficiency, fitted_on
+    fitted_batch = constants[name].get('per_replica_batch')
+  return (machine, run, program, estimate, efficiency, fitted_on,
+          fitted_batch)
 
 
-def predict_one(gin_files, params, accelerator) -> str:
+def batch_warning(per_replica_batch: float, fitted_batch) -> str:
+  """A per-replica batch far from the fitted row's: the prediction leans
+  (docs/benchmarks.md, "Time-to-train model")."""
+  if not fitted_batch:
+    return ''
+  ratio = per_replica_batch / fitted_batch
+  if 0.5 <= ratio <= 2:
+    return ''
+  lean = 'too slow' if ratio > 1 else 'too fast'
+  return (f'{per_replica_batch:g} examples a replica against the fitted '
+          f'row\'s {fitted_batch:g}: expect this prediction {lean} (Google\'s '
+          'v0.7 rows at 8-16x the fitted batch ran 1.5-2.5x faster than '
+          'predicted: docs/benchmarks.md)')
+
+
+def predict_one(gin_files, params, accelerator, efficiency=0.0) -> str:
+  """The prediction of a config on a slice ('': its own), as printed."""
   from tools.ttt import model  # pylint: disable=import-outside-toplevel
-  machine, run, program, estimate, efficiency, fitted_on = _predict(
-      gin_files, params, accelerator)
+  (machine, run, program, estimate, efficiency, fitted_on,
+   fitted_batch) = _predict(gin_files, params, accelerator, efficiency)
   p = model.predict(cost=program, machine_=machine, run=run,
                     efficiency=efficiency, samples=estimate.samples)
+  warning = '; '.join(w for w in (
+      estimate.warning, batch_warning(p.per_replica_batch, fitted_batch)) if w)
   return describe(p, config=' '.join(gin_files), sources=estimate.sources,
-                  warning=estimate.warning, fitted_on=fitted_on)
+                  warning=warning, fitted_on=fitted_on)
 
 
-def sweep(gin_files, params, accelerator) -> str:
+def sweep(gin_files, params, accelerator, efficiency=0.0) -> str:
   from distribution import tpu_slices  # pylint: disable=import-outside-toplevel
   from tools.ttt import model  # pylint: disable=import-outside-toplevel
-  machine, run, program, estimate, efficiency, fitted_on = _predict(
-      gin_files, params, accelerator)
+  machine, run, program, estimate, efficiency, fitted_on, _ = _predict(
+      gin_files, params, accelerator, efficiency)
   generation = tpu_slices.parse(machine.accelerator, public=False).generation
   sizes = sorted(set(generation.sizes) | set(generation.internal_sizes))
   lines = [f'{" ".join(gin_files)}: global batch {run.global_batch:,}, '
@@ -235,9 +259,11 @@ def main(argv):
     if FLAGS.measure:
       print(measure(FLAGS.gin_file, FLAGS.gin_param))
     elif FLAGS.sweep:
-      print(sweep(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator))
+      print(sweep(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator,
+                  FLAGS.efficiency))
     else:
-      print(predict_one(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator))
+      print(predict_one(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator,
+                        FLAGS.efficiency))
   except (ValueError, RuntimeError, FileNotFoundError) as e:
     print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
     return 2

@@ -3,6 +3,7 @@ torus sums against their formula, convergence from the published points,
 the fitted constant reproducing its row, the comparison table in
 docs/benchmarks.md as the command prints it, and one-line errors."""
 
+import glob
 import math
 import os
 import re
@@ -72,7 +73,7 @@ def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
   a = tf.zeros([128, 256])
   b = tf.zeros([256, 512])
   step = cost_lib._step_cost(  # pylint: disable=protected-access
-      lambda x: tf.matmul(x[0], x[1]), (a, b), batch=128)
+      lambda x, y: tf.matmul(x, y), (a, b), batch=128)
   assert step.flops == 2 * 128 * 256 * 512
 
 
@@ -92,6 +93,51 @@ def test_the_stored_costs_agree_with_the_textbook_counts():
   expected = (6 * (bert.parameters - embeddings) * 512 +
               12 * 24 * 512**2 * 1024 + 6 * 76 * 1024 * 30522)
   assert per_sequence == pytest.approx(expected, rel=0.05)
+
+
+def test_the_transformer_and_dlrm_costs_agree_with_the_textbook_counts():
+  d, ff, vocab = 1024, 4096, 33708
+  encoder, decoder = 6 * (4 * d * d + 2 * d * ff), 6 * (8 * d * d + 2 * d * ff)
+  mt = costs_file.lookup(['gin/transformer_pod.gin'], [])
+  assert mt.parameters == pytest.approx(encoder + decoder + vocab * d,
+                                        rel=0.001)
+  # A packed row: 256 source and 256 target positions, 6 FLOPs a weight a
+  # token, attention's 12 s^2 d in 18 attention layers.
+  per_row = mt.train_flops(2) - mt.train_flops(1)
+  assert per_row == pytest.approx(
+      6 * 256 * (encoder + decoder + vocab * d) + 18 * 12 * 256**2 * d,
+      rel=0.05)
+  # A sentence's beam search, every one of its 97 + 50 steps counted (XLA
+  # counts the loop's body once; cost.SearchingEval adds the rest): the
+  # encoder once, then 4 hypotheses a step through the decoder and softmax.
+  per_sentence = mt.eval_flops(2) - mt.eval_flops(1)
+  steps = 97 + 50
+  assert per_sentence == pytest.approx(
+      2 * 97 * encoder + steps * 4 * (2 * (decoder + vocab * d) +
+                                      4 * 6 * d * (steps + 97)), rel=0.1)
+  # DLRM all-reduces its MLPs and the 13 tables Google kept whole (the 13
+  # largest are split over the replicas: EMBEDDING_SHARDING).
+  from input_pipeline import clicks
+  dlrm = costs_file.lookup(['gin/dlrm_pod.gin'], [])
+  layers = [(13, 512), (512, 256), (256, 128), (128 + 27 * 26 // 2, 1024),
+            (1024, 1024), (1024, 512), (512, 256), (256, 1)]
+  whole = sorted(clicks.CRITEO_TERABYTE_VOCAB_SIZES)[:13]
+  assert dlrm.dense_parameters == (sum(a * b + b for a, b in layers) +
+                                   128 * sum(whole))
+
+
+def test_every_pod_and_slice_config_predicts():
+  from tools import predict
+  configs = sorted(glob.glob(os.path.join(helpers.ROOT, 'gin', '*_pod.gin')) +
+                   glob.glob(os.path.join(helpers.ROOT, 'gin', '*_v3_32.gin')) +
+                   glob.glob(os.path.join(helpers.ROOT, 'gin', '*_v4_16.gin')))
+  assert len(configs) == 9
+  for path in configs:
+    config = os.path.relpath(path, helpers.ROOT)
+    out = predict.predict_one([config], [], '')
+    assert out.startswith(f'{config} on v'), out
+    assert re.search(r'time to train  \d', out), out
+    assert 'fitted: efficiency' in out
 
 
 @pytest.mark.slow
@@ -119,8 +165,11 @@ def test_convergence_points_come_from_their_sources():
   assert len(between.sources) == 2 and not between.warning
   outside = convergence.samples_to_target('bert', 65536)
   assert 'outside the bert convergence data (256..8192)' in outside.warning
-  with pytest.raises(ValueError, match="No convergence data for 'dlrm'"):
-    convergence.samples_to_target('dlrm', 55296)
+  with pytest.raises(ValueError, match="No convergence data for 'minigo'"):
+    convergence.samples_to_target('minigo', 0)
+  dlrm = convergence.samples_to_target('dlrm', 55296)
+  # Google's v4-128 runs: the 18th eval, each 5% of the 4.2 billion clicks.
+  assert dlrm.samples == pytest.approx(18 * 0.05 * 4195197692)
 
 
 def _program(flops_per_example=1e9, update=1e8, parameters=1000000):
@@ -230,6 +279,16 @@ def test_a_generation_without_data_is_one_line():
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
       'error: No fitted efficiency for bert v5e (fitted: bert v100, bert v3, '
-      'bert v4, resnet v100, resnet v3, resnet v4): Google ran no bert on '
-      'v5e in v0.7. Pass --efficiency=F (a fraction of peak) to predict '
-      'anyway.')
+      'bert v4, dlrm v4, resnet v100, resnet v3, resnet v4, ssd v3, ssd v4, '
+      'transformer v3, transformer v4): Google ran no bert on v5e in v0.7. '
+      'Pass --efficiency=F (a fraction of peak) to predict anyway.')
+
+
+def test_a_batch_far_from_the_fitted_one_is_warned_about():
+  from tools import predict
+  out = predict.predict_one(['gin/ssd_v4_16.gin'], [], '')
+  assert ("warning        128 examples a replica against the fitted row's 8: "
+          'expect this prediction too slow') in out
+  assert 'warning' not in predict.predict_one(['gin/ssd_pod.gin'], [], '')
+  assert 'too fast' in predict.batch_warning(1, 8)
+  assert predict.batch_warning(16, 8) == predict.batch_warning(5, None) == ''

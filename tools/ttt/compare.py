@@ -108,7 +108,9 @@ def fit(rows: list[Row]) -> dict:
         'efficiency': model.fit_efficiency(
             cost=program, machine_=machine, run=run, samples=samples,
             evals=row.evals, measured_seconds=row.measured_minutes * 60),
-        'fitted_on': row.system}
+        'fitted_on': row.system,
+        'per_replica_batch': row.global_batch * run.model_ways /
+                             machine.replicas}
   return constants
 
 
