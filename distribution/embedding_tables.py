@@ -81,8 +81,17 @@ def initial_value(rows: int, dim: int, seed: int, t: int, keep=None):
   return tf.concat(parts, axis=0)
 
 
+TABLE_PREFIX = 'embedding/table'
+
+
 def table_name(t: int) -> str:
-  return f'embedding/table{t}'
+  return f'{TABLE_PREFIX}{t}'
+
+
+def table_index(variable_name: str) -> int | None:
+  """t of a variable named table_name(t) (under any scope), else None."""
+  _, prefix, index = variable_name.split(':')[0].rpartition(TABLE_PREFIX)
+  return int(index) if prefix and index.isdigit() else None
 
 
 class ReplicatedTables:

@@ -3,12 +3,14 @@
   python -m tools.predict --gin_file=gin/bert_pod.gin
   python -m tools.predict --gin_file=gin/resnet50_pod.gin --accelerator=v4-512
   python -m tools.predict --gin_file=gin/resnet50_pod.gin --sweep=accelerator
+  python -m tools.predict --gin_file=gin/resnet50_pod.gin --host_input_rate=2533
   python -m tools.predict --compare          # the model against Google's v0.7
   python -m tools.predict --fit              # refit its constants (writes)
   python -m tools.predict --measure --gin_file=gin/resnet50_pod.gin
 
 A prediction splits a step into compute, the optimizer's update and the
-gradient sum, gives the eval cost, the steps to the target and the time to
+gradient sum (and, given a host's input rate, whether the device waits on
+it), gives the eval cost, the steps to the target and the time to
 train, what bounds it and the knob that would move it, and says which of its
 inputs were measured, published or fitted (tools/ttt/model.py). The
 FLOPs are XLA's count of the suite's own step, measured once per config
@@ -36,6 +38,10 @@ def define_flags():
                     'size of the generation: the scaling curve.')
   flags.DEFINE_float('efficiency', 0.0, 'Use this fraction of peak instead '
                      'of the fitted constant (tools/data/ttt_fit.json).')
+  flags.DEFINE_float('host_input_rate', 0.0, 'Training examples a second '
+                     'one host of the slice prepares (measure it there with '
+                     'the suite\'s input benchmarks, tools/benchmarks); the '
+                     'prediction then says whether the device waits on it.')
   flags.DEFINE_bool('measure', False, 'Count the config\'s steps with XLA '
                     'and store them (tools/data/program_costs.json).')
   flags.DEFINE_multi_integer('batch', [], 'With --measure: the per-replica '
@@ -65,6 +71,12 @@ def _time(seconds: float) -> str:
 def knob(p) -> str:
   """What would move the bound."""
   step = p.step
+  if p.bound == 'input':
+    return ('the device waits {} a step for the hosts: a faster pipeline '
+            'on the host (ImageNet\'s cache=\'decoded\', more parallel '
+            'calls), or more hosts for the batch (a slice with more hosts a '
+            'chip)'.format(
+                _ms(p.host_input - (p.compute + p.update + p.gradient_sum))))
   if p.gradient_sum > 0.25 * step:
     if p.run.allreduce_bytes == 4:
       return ('the gradient sum is {:.0%} of the step: bfloat16 gradients '
@@ -90,16 +102,28 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
   from tools.ttt import collectives  # pylint: disable=import-outside-toplevel
   m, r = p.machine, p.run
   shape = collectives.describe(m.chip, m.chips)
+  device = p.compute + p.update + p.gradient_sum
+  if p.host_input:
+    hidden = ('hidden behind the device\'s step' if p.host_input <= device
+              else f'the device waits {_ms(p.host_input - device)} a step')
+    host = (f'  host input     {_ms(p.host_input)} a step for a host\'s '
+            f'{r.global_batch / m.hosts:,.0f} examples at '
+            f'{r.global_batch / m.hosts / p.host_input:,.0f} a second: '
+            f'{hidden}')
+  else:
+    host = ('  host input     not modelled: give --host_input_rate (examples '
+            'a second one host prepares, measured on a host of the slice)')
   lines = [
       f'{config} on {m.accelerator}: {m.chips:,} chips, {m.replicas:,} '
       f'replicas, {m.hosts:,} hosts, a {shape}',
       f'  global batch   {r.global_batch:,}: {p.per_replica_batch:g} a '
       f'replica' + (f', {r.model_ways}-way model partitions' if
                     r.model_ways > 1 else ''),
-      f'  step           {_ms(p.step)} = compute {_ms(p.compute)} + update '
+      f'  step           {_ms(p.step)}: compute {_ms(p.compute)} + update '
       f'{_ms(p.update)} + gradient sum {_ms(p.gradient_sum)} '
       f'({r.allreduce_bytes * 8}-bit gradients on a {shape}; after the '
       'backward pass, not hidden)',
+      host,
       f'  eval           {_time(p.eval)} each ({r.eval_samples:,} samples in '
       f'{p.eval_steps} steps of {_ms(p.eval_step)}), {p.evals} evals: '
       f'{_time(p.evals * p.eval)}',
@@ -114,7 +138,7 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
       '  not modelled   a step\'s cost that does not grow with its batch '
       '(about 6 ms of a ResNet-50 step in Google\'s logs: the fitted '
       'efficiency holds it at the fitted batch only, so a larger per-replica '
-      'batch than that is predicted too slow), host input, per-hop latency, '
+      'batch than that is predicted too slow), per-hop latency, '
       'model-parallel communication, whether the batch fits in HBM, start-up '
       'and compile',
   ]
@@ -171,20 +195,23 @@ def batch_warning(per_replica_batch: float, fitted_batch) -> str:
           'predicted: docs/benchmarks.md)')
 
 
-def predict_one(gin_files, params, accelerator, efficiency=0.0) -> str:
+def predict_one(gin_files, params, accelerator, efficiency=0.0,
+                host_input_rate=0.0) -> str:
   """The prediction of a config on a slice ('': its own), as printed."""
   from tools.ttt import model  # pylint: disable=import-outside-toplevel
   (machine, run, program, estimate, efficiency, fitted_on,
    fitted_batch) = _predict(gin_files, params, accelerator, efficiency)
   p = model.predict(cost=program, machine_=machine, run=run,
-                    efficiency=efficiency, samples=estimate.samples)
+                    efficiency=efficiency, samples=estimate.samples,
+                    host_input_rate=host_input_rate)
   warning = '; '.join(w for w in (
       estimate.warning, batch_warning(p.per_replica_batch, fitted_batch)) if w)
   return describe(p, config=' '.join(gin_files), sources=estimate.sources,
                   warning=warning, fitted_on=fitted_on)
 
 
-def sweep(gin_files, params, accelerator, efficiency=0.0) -> str:
+def sweep(gin_files, params, accelerator, efficiency=0.0,
+          host_input_rate=0.0) -> str:
   from distribution import tpu_slices  # pylint: disable=import-outside-toplevel
   from tools.ttt import model  # pylint: disable=import-outside-toplevel
   machine, run, program, estimate, efficiency, fitted_on, _ = _predict(
@@ -200,7 +227,8 @@ def sweep(gin_files, params, accelerator, efficiency=0.0) -> str:
     target = model.machine(f'{generation.prefix}-{size}')
     try:
       p = model.predict(cost=program, machine_=target, run=run,
-                        efficiency=efficiency, samples=estimate.samples)
+                        efficiency=efficiency, samples=estimate.samples,
+                        host_input_rate=host_input_rate)
     except ValueError:
       continue  # The batch does not split over this slice.
     gain = (previous / p.time_to_train) if previous else None
@@ -260,10 +288,10 @@ def main(argv):
       print(measure(FLAGS.gin_file, FLAGS.gin_param))
     elif FLAGS.sweep:
       print(sweep(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator,
-                  FLAGS.efficiency))
+                  FLAGS.efficiency, FLAGS.host_input_rate))
     else:
       print(predict_one(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator,
-                        FLAGS.efficiency))
+                        FLAGS.efficiency, FLAGS.host_input_rate))
   except (ValueError, RuntimeError, FileNotFoundError) as e:
     print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
     return 2

@@ -292,3 +292,45 @@ def test_a_batch_far_from_the_fitted_one_is_warned_about():
   assert 'warning' not in predict.predict_one(['gin/ssd_pod.gin'], [], '')
   assert 'too fast' in predict.batch_warning(1, 8)
   assert predict.batch_warning(16, 8) == predict.batch_warning(5, None) == ''
+
+
+def test_host_input_hides_behind_the_step_or_sets_its_pace():
+  machine = model.machine('v3-32')  # 4 hosts.
+  fast = model.predict(cost=_program(), machine_=machine, run=_run(),
+                       efficiency=0.5, samples=1024 * 1000,
+                       host_input_rate=1e9)
+  device = fast.compute + fast.update + fast.gradient_sum
+  assert fast.host_input == pytest.approx(1024 / 4 / 1e9)
+  assert fast.step == pytest.approx(device) and fast.bound == 'compute'
+  # A host's 256 examples take longer than the device's step: it waits.
+  rate = 256 / (2 * device)
+  slow = model.predict(cost=_program(), machine_=machine, run=_run(),
+                       efficiency=0.5, samples=1024 * 1000,
+                       host_input_rate=rate)
+  assert slow.step == pytest.approx(2 * device) and slow.bound == 'input'
+  assert slow.time_to_train == pytest.approx(1000 * 2 * device +
+                                             slow.evals * slow.eval)
+  from tools import predict
+  out = predict.predict_one(['gin/resnet50_pod.gin'], [], '',
+                            host_input_rate=2533)
+  assert "host input     25.3 ms a step for a host's 64 examples" in out
+  assert 'bound          input; the device waits' in out
+  assert 'host input     not modelled' in predict.predict_one(
+      ['gin/resnet50_pod.gin'], [], '')
+
+
+def test_the_tables_embedding_sharding_splits_are_not_all_reduced():
+  from training import startup
+  startup.import_tensorflow()
+  import tensorflow as tf
+  from distribution import plan
+  rows = [5, 50, 7, 40]
+  with tf.name_scope('dlrm'):
+    tables = [tf.Variable(tf.zeros([r, 2]), name=f'embedding/table{t}')
+              for t, r in enumerate(rows)]
+  dense = tf.Variable(tf.zeros([3]), name='dense/kernel')
+  variables = tables + [dense]
+  options = plan.PlanOptions(embedding_sharding='mod', sharded_tables=2)
+  assert cost_lib.all_reduced(variables, options) == [tables[0], tables[2],
+                                                      dense]
+  assert cost_lib.all_reduced(variables, plan.PlanOptions()) == variables

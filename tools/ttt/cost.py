@@ -167,17 +167,12 @@ def all_reduced(variables, options) -> list:
   from distribution import embedding_tables  # pylint: disable=import-outside-toplevel
   if options.embedding_sharding == 'none':
     return list(variables)
-  tables = {}
-  for v in variables:
-    name = v.name.split(':')[0]
-    for t in range(len(variables)):
-      if name.endswith(embedding_tables.table_name(t)):
-        tables[t] = v
+  tables = {embedding_tables.table_index(v.name): v for v in variables}
+  tables.pop(None, None)
   order = sorted(tables)
-  split = {order[i] for i in embedding_tables.sharded_indices(
+  split = {id(tables[order[i]]) for i in embedding_tables.sharded_indices(
       [int(tables[t].shape[0]) for t in order], options.sharded_tables)}
-  return [v for v in variables
-          if not any(v is tables[t] for t in split)]
+  return [v for v in variables if id(v) not in split]
 
 
 def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:

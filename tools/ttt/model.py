@@ -1,13 +1,19 @@
 """The time-to-train model: a config on a slice, step by step.
 
-  step      = compute + gradient sum          (not overlapped: the suite sums
-                                               after the backward pass)
+  step      = max(compute + gradient sum,     (not overlapped: the suite sums
+                  host input)                  after the backward pass; the
+                                               input pipeline prefetches, so a
+                                               host's input hides behind the
+                                               device's step)
   compute   = XLA's FLOPs of one replica's step at its batch
               / (the replica's peak FLOP/s x efficiency)
   sum       = the all-reduce of the dense gradients on the slice's torus
               (weight-update sharding: a reduce-scatter and an all-gather,
               the same bytes; the optimizer's update runs on 1/N of each
               weight)
+  host input = a host's share of the global batch / its input rate (examples
+              a second, measured by the user on a host of the slice: the
+              suite's input benchmarks; no published number gives it)
   eval      = eval steps x XLA's FLOPs of one eval step / (peak x efficiency)
   time to train = steps to target x step + evals x eval
 
@@ -96,6 +102,7 @@ class Prediction:
   compute: float
   update: float
   gradient_sum: float
+  host_input: float  # 0 when no host input rate was given.
   step: float
   eval_step: float
   eval_steps: int
@@ -107,7 +114,10 @@ class Prediction:
 
   @property
   def bound(self) -> str:
-    """What dominates the run: compute, interconnect or eval."""
+    """What dominates the run: input (the hosts set the step's pace),
+    else the largest of compute, interconnect and eval."""
+    if self.host_input > self.compute + self.update + self.gradient_sum:
+      return 'input'  # The hosts set every step's pace.
     parts = {'compute': self.steps * (self.compute + self.update),
              'interconnect': self.steps * self.gradient_sum,
              'eval': self.evals * self.eval}
@@ -115,7 +125,8 @@ class Prediction:
 
 
 def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
-            samples: float, evals: int | None = None) -> Prediction:
+            samples: float, evals: int | None = None,
+            host_input_rate: float = 0.0) -> Prediction:
   """The model's time to train for `run` on `machine_`.
 
   Args:
@@ -124,6 +135,8 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
     samples: samples to the target (tools.ttt.convergence).
     evals: evaluations until the target (default: one every
       eval_every_steps, the last at or after the target).
+    host_input_rate: training examples a second one host of the slice
+      prepares (0: host input not modelled).
   """
   data_replicas = machine_.replicas // run.model_ways
   if data_replicas < 1 or machine_.replicas % run.model_ways:
@@ -153,7 +166,9 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   gradient_bytes = cost.dense_parameters * run.allreduce_bytes / run.model_ways
   gradient_sum = collectives.all_reduce_seconds(
       machine_.chip, machine_.chips, gradient_bytes)
-  step = compute + update + gradient_sum
+  host_input = (run.global_batch / machine_.hosts / host_input_rate
+                if host_input_rate > 0 else 0.0)
+  step = max(compute + update + gradient_sum, host_input)
   steps = samples / run.global_batch
   eval_steps = math.ceil(run.eval_samples / run.eval_batch)
   eval_batch = run.eval_batch / data_replicas
@@ -164,7 +179,8 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   total = steps * step + evals * eval_time
   return Prediction(machine=machine_, run=run, per_replica_batch=batch,
                     efficiency=efficiency, compute=compute, update=update,
-                    gradient_sum=gradient_sum, step=step,
+                    gradient_sum=gradient_sum, host_input=host_input,
+                    step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
                     eval=eval_time, steps=steps, evals=evals,
                     samples=samples, time_to_train=total)
