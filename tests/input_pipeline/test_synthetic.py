@@ -2,6 +2,10 @@
 from) gives batches of the real pipeline's features, dtypes and ranks, and
 reads no file."""
 
+import ast
+import os
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +13,7 @@ import tensorflow as tf
 from input_pipeline import clicks
 from input_pipeline import coco
 from input_pipeline.translation import TranslationInput
+from tests import helpers
 from tests.input_pipeline.test_coco import GEOMETRY
 
 CONTEXT = tf.distribute.InputContext()
@@ -89,3 +94,9 @@ def test_a_synthetic_eval_is_one_step_of_no_real_examples(make):
   data = make()
   assert data.eval_steps(num_pipelines=1, global_batch_size=8) == 1
   assert data.num_eval_examples() == 0
+
+
+def test_the_synthetic_clicks_have_the_pod_configs_vocabularies():
+  with open(os.path.join(helpers.ROOT, 'gin', 'dlrm_pod.gin')) as f:
+    sizes = re.search(r'^TABLE_SIZES = (\([^)]*\))', f.read(), re.M).group(1)
+  assert ast.literal_eval(sizes) == clicks.CRITEO_TERABYTE_VOCAB_SIZES
