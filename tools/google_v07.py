@@ -27,6 +27,12 @@ How far a run trained, in samples, because the logs count differently:
   scored while training has gone on (`epochs_at_stop` records how far).
 - DLRM numbers its evals, one every 5% of its 4.2 billion clicks
   (DLRM_EVAL_SHARE).
+
+How long a training step took, from the `block_start`/`block_stop` times
+(`block_step_ms`): a block's time over the steps its `epoch_count` covers,
+the median over the blocks between the first (which holds the start-up)
+and the last (which may stop early). The Transformer's blocks time its
+evals, not its training: it has none.
 """
 
 import glob
@@ -121,6 +127,32 @@ def trained(benchmark: str, lines: list[dict]) -> dict:
   return out
 
 
+def block_step_ms(benchmark: str, lines: list[dict]) -> float | None:
+  """The median time of a training step in the blocks between the first
+  and the last (None: fewer than three blocks, or the Transformer's)."""
+  if benchmark == 'transformer':
+    return None  # Its blocks time the eval.
+  batch = int(_first(lines, 'global_batch_size') or 0)
+  starts = [l for l in lines if l['key'] == 'block_start']
+  stops = [l for l in lines if l['key'] == 'block_stop']
+  if len(starts) < 3 or len(stops) < 3 or not batch:
+    return None
+  if benchmark == 'bert':
+    samples_per_count = batch  # BERT's blocks count steps.
+  elif benchmark == 'dlrm':
+    samples_per_count = DLRM_EVAL_SHARE * float(_first(lines, 'train_samples'))
+  elif benchmark in TRAIN_SET:
+    samples_per_count = TRAIN_SET[benchmark]
+  else:
+    return None
+  per_step = []
+  for start, stop in list(zip(starts, stops))[1:-1]:
+    steps = float(start['metadata'].get('epoch_count', 1)) * (
+        samples_per_count / batch)
+    per_step.append((stop['time_ms'] - start['time_ms']) / steps)
+  return statistics.median(per_step)
+
+
 def read_run(path: str, lines: list[dict]) -> dict:
   """One result_<i>.txt, from its MLLOG lines."""
   if not lines:
@@ -135,7 +167,8 @@ def read_run(path: str, lines: list[dict]) -> dict:
          'minutes': ((times['run_stop'] - times['run_start']) / 60000.0
                      if len(times) == 2 else None),
          'last_quality': _quality(evals[-1]['value']) if evals else None,
-         'evals': len(evals)}
+         'evals': len(evals),
+         'block_step_ms': block_step_ms(benchmark, lines)}
   run.update(trained(benchmark, lines))
   return run
 

@@ -8,8 +8,9 @@
   python -m tools.predict --fit              # refit its constants (writes)
   python -m tools.predict --measure --gin_file=gin/resnet50_pod.gin
 
-A prediction splits a step into compute, the optimizer's update and the
-gradient sum (and, given a host's input rate, whether the device waits on
+A prediction splits a step into compute, the optimizer's update, the
+step's kernels (a cost that does not grow with the batch) and the gradient
+sum (and, given a host's input rate, whether the device waits on
 it), gives the eval cost, the steps to the target and the time to
 train, what bounds it and the knob that would move it, and says which of its
 inputs were measured, published or fitted (tools/ttt/model.py). The
@@ -47,9 +48,10 @@ def define_flags():
   flags.DEFINE_multi_integer('batch', [], 'With --measure: the per-replica '
                              'batches to count at (default: the config\'s '
                              'on its slice, and twice that).')
-  flags.DEFINE_bool('fit', False, 'Refit the efficiency constants on '
-                    'Google\'s largest v0.7 slices (writes '
-                    'tools/data/ttt_fit.json).')
+  flags.DEFINE_bool('fit', False, 'Remeasure the time a kernel from '
+                    'Google\'s ResNet-50 step times and refit the '
+                    'efficiency constants on Google\'s largest v0.7 slices '
+                    '(writes tools/data/ttt_fit.json).')
   flags.DEFINE_bool('compare', False, 'Print the model against every Google '
                     'v0.7 result the suite has a config for.')
 
@@ -76,7 +78,12 @@ def knob(p) -> str:
             'on the host (ImageNet\'s cache=\'decoded\', more parallel '
             'calls), or more hosts for the batch (a slice with more hosts a '
             'chip)'.format(
-                _ms(p.host_input - (p.compute + p.update + p.gradient_sum))))
+                _ms(p.host_input - p.device_step)))
+  if p.bound == 'kernels':
+    return ('the step\'s kernels cost {} whatever its batch ({:.0%} of the '
+            'step): a larger per-replica batch (fewer, fuller steps: a '
+            'smaller slice or a larger global batch)'.format(
+                _ms(p.kernels), p.kernels / step))
   if p.gradient_sum > 0.25 * step:
     if p.run.allreduce_bytes == 4:
       return ('the gradient sum is {:.0%} of the step: bfloat16 gradients '
@@ -98,11 +105,19 @@ def knob(p) -> str:
           'if convergence allows')
 
 
-def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
+def describe(p, *, config: str, sources, warning: str, fitted_on: str,
+             kernels_from: str = '') -> str:
   from tools.ttt import collectives  # pylint: disable=import-outside-toplevel
   m, r = p.machine, p.run
   shape = collectives.describe(m.chip, m.chips)
-  device = p.compute + p.update + p.gradient_sum
+  device = p.device_step
+  if p.kernels:
+    kernels = f' + kernels {_ms(p.kernels)}'
+    kernel_input = (f'; the time a kernel ({kernels_from}: Google\'s '
+                    'ResNet-50 step times)')
+  else:
+    kernels = ''
+    kernel_input = ''
   if p.host_input:
     hidden = ('hidden behind the device\'s step' if p.host_input <= device
               else f'the device waits {_ms(p.host_input - device)} a step')
@@ -120,7 +135,7 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
       f'replica' + (f', {r.model_ways}-way model partitions' if
                     r.model_ways > 1 else ''),
       f'  step           {_ms(p.step)}: compute {_ms(p.compute)} + update '
-      f'{_ms(p.update)} + gradient sum {_ms(p.gradient_sum)} '
+      f'{_ms(p.update)}{kernels} + gradient sum {_ms(p.gradient_sum)} '
       f'({r.allreduce_bytes * 8}-bit gradients on a {shape}; after the '
       'backward pass, not hidden)',
       host,
@@ -132,15 +147,16 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str) -> str:
       f'  time to train  {_time(p.time_to_train)}',
       f'  bound          {p.bound}; {knob(p)}',
       f'  inputs         fitted: efficiency {p.efficiency:.3f} of peak '
-      f'({fitted_on}); measured: FLOPs (XLA\'s count of this config\'s '
-      'step), samples to target (published runs); published: peak FLOP/s, '
-      'all-reduce bandwidth, torus shape (tools/ttt/hardware.py)',
-      '  not modelled   a step\'s cost that does not grow with its batch '
-      '(about 6 ms of a ResNet-50 step in Google\'s logs: the fitted '
-      'efficiency holds it at the fitted batch only, so a larger per-replica '
-      'batch than that is predicted too slow), per-hop latency, '
-      'model-parallel communication, whether the batch fits in HBM, start-up '
-      'and compile',
+      f'({fitted_on}); measured: FLOPs and kernels (XLA\'s count of this '
+      f'config\'s step){kernel_input}, samples to target (published runs); '
+      'published: peak FLOP/s, all-reduce bandwidth, torus shape '
+      '(tools/ttt/hardware.py)',
+      '  not modelled   ' + ('' if p.kernels else
+                             'a step\'s cost that does not grow with its '
+                             'batch (no time a kernel for this generation: '
+                             'Google\'s v0.7 logs give one for v3 and v4), ') +
+      'per-hop latency, model-parallel communication, whether the batch '
+      'fits in HBM, start-up and compile',
   ]
   if warning:
     lines.append(f'  warning        {warning}')
@@ -176,8 +192,9 @@ def _predict(gin_files, params, accelerator, efficiency):
     efficiency = constants[name]['efficiency']
     fitted_on = f'{name}, on {constants[name]["fitted_on"]}'
     fitted_batch = constants[name].get('per_replica_batch')
+  kernel_seconds = compare.load_kernel_seconds().get(machine.chip.name, 0.0)
   return (machine, run, program, estimate, efficiency, fitted_on,
-          fitted_batch)
+          fitted_batch, kernel_seconds)
 
 
 def batch_warning(per_replica_batch: float, fitted_batch) -> str:
@@ -190,9 +207,10 @@ def batch_warning(per_replica_batch: float, fitted_batch) -> str:
     return ''
   lean = 'too slow' if ratio > 1 else 'too fast'
   return (f'{per_replica_batch:g} examples a replica against the fitted '
-          f'row\'s {fitted_batch:g}: expect this prediction {lean} (Google\'s '
-          'v0.7 rows at 8-16x the fitted batch ran 1.5-2.5x faster than '
-          'predicted: docs/benchmarks.md)')
+          f'row\'s {fitted_batch:g}: expect this prediction {lean} (of '
+          'Google\'s v0.7 rows at 2-16x the fitted batch, SSD\'s ran up to '
+          '2x faster than predicted, the others\' within 25%: '
+          'docs/benchmarks.md)')
 
 
 def predict_one(gin_files, params, accelerator, efficiency=0.0,
@@ -200,35 +218,41 @@ def predict_one(gin_files, params, accelerator, efficiency=0.0,
   """The prediction of a config on a slice ('': its own), as printed."""
   from tools.ttt import model  # pylint: disable=import-outside-toplevel
   (machine, run, program, estimate, efficiency, fitted_on,
-   fitted_batch) = _predict(gin_files, params, accelerator, efficiency)
+   fitted_batch, kernel_seconds) = _predict(gin_files, params, accelerator,
+                                            efficiency)
   p = model.predict(cost=program, machine_=machine, run=run,
                     efficiency=efficiency, samples=estimate.samples,
-                    host_input_rate=host_input_rate)
+                    host_input_rate=host_input_rate,
+                    kernel_seconds=kernel_seconds)
   warning = '; '.join(w for w in (
       estimate.warning, batch_warning(p.per_replica_batch, fitted_batch)) if w)
   return describe(p, config=' '.join(gin_files), sources=estimate.sources,
-                  warning=warning, fitted_on=fitted_on)
+                  warning=warning, fitted_on=fitted_on,
+                  kernels_from=f'{kernel_seconds * 1e6:.2f} us on '
+                               f'{machine.chip.name}')
 
 
 def sweep(gin_files, params, accelerator, efficiency=0.0,
           host_input_rate=0.0) -> str:
   from distribution import tpu_slices  # pylint: disable=import-outside-toplevel
   from tools.ttt import model  # pylint: disable=import-outside-toplevel
-  machine, run, program, estimate, efficiency, fitted_on, _ = _predict(
-      gin_files, params, accelerator, efficiency)
+  (machine, run, program, estimate, efficiency, fitted_on, _,
+   kernel_seconds) = _predict(gin_files, params, accelerator, efficiency)
   generation = tpu_slices.parse(machine.accelerator, public=False).generation
   sizes = sorted(set(generation.sizes) | set(generation.internal_sizes))
   lines = [f'{" ".join(gin_files)}: global batch {run.global_batch:,}, '
            f'efficiency {efficiency:.3f} ({fitted_on})',
            f'{"slice":>14s} {"chips":>6s} {"batch/replica":>13s} '
-           f'{"step":>9s} {"sum":>6s} {"time to train":>13s} {"speed-up":>8s}']
+           f'{"step":>9s} {"sum":>6s} {"kernels":>7s} {"time to train":>13s} '
+           f'{"speed-up":>8s}']
   previous = None
   for size in sizes:
     target = model.machine(f'{generation.prefix}-{size}')
     try:
       p = model.predict(cost=program, machine_=target, run=run,
                         efficiency=efficiency, samples=estimate.samples,
-                        host_input_rate=host_input_rate)
+                        host_input_rate=host_input_rate,
+                        kernel_seconds=kernel_seconds)
     except ValueError:
       continue  # The batch does not split over this slice.
     gain = (previous / p.time_to_train) if previous else None
@@ -236,11 +260,13 @@ def sweep(gin_files, params, accelerator, efficiency=0.0,
     lines.append(
         f'{target.accelerator:>14s} {target.chips:6,d} '
         f'{p.per_replica_batch:13g} {_ms(p.step):>9s} '
-        f'{p.gradient_sum / p.step:6.0%} {_time(p.time_to_train):>13s} '
+        f'{p.gradient_sum / p.step:6.0%} {p.kernels / p.step:7.0%} '
+        f'{_time(p.time_to_train):>13s} '
         f'{(f"{gain:.2f}x" if gain else ""):>8s}{flat}')
     previous = p.time_to_train
-  lines.append('speed-up: against the slice above (half the chips); '
-               '"flattens": less than 1.2x for twice the chips.')
+  lines.append('sum, kernels: their shares of the step; speed-up: against '
+               'the slice above (half the chips); "flattens": less than 1.2x '
+               'for twice the chips.')
   if estimate.warning:
     lines.append(f'warning: {estimate.warning}')
   return '\n'.join(lines)

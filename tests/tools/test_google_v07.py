@@ -149,3 +149,27 @@ def test_dlrm_numbers_its_evals_each_five_percent_of_the_clicks(extracted):
   assert 3793 * 55296 == pytest.approx(0.05 * train_samples, rel=2e-4)
   assert run['samples_at_target'] == pytest.approx(18 * 3793 * 55296,
                                                    rel=2e-4)
+
+
+def test_a_steps_time_is_its_blocks_over_their_steps(extracted):
+  # ResNet-50 on a v4-128: each block's time over epoch_count epochs of
+  # ImageNet at the global batch, the median of the blocks between the
+  # first and the last, recomputed here from the raw lines.
+  path = os.path.join(RESULTS, 'tpu-v4-128-TF', 'resnet', 'result_0.txt')
+  batch = raw(path, 'global_batch_size')[0]['value']
+  starts, stops = raw(path, 'block_start'), raw(path, 'block_stop')
+  per_step = sorted(
+      (stop['time_ms'] - start['time_ms']) /
+      (start['metadata']['epoch_count'] * 1281167 / batch)
+      for start, stop in list(zip(starts, stops))[1:-1])
+  middle = len(per_step) // 2
+  median = (per_step[middle] if len(per_step) % 2 else
+            (per_step[middle - 1] + per_step[middle]) / 2)
+  run = extracted[('tpu-v4-128-TF', 'resnet')]['runs'][0]
+  assert run['block_step_ms'] == pytest.approx(median)
+  assert 30 < run['block_step_ms'] < 50  # 128 images a chip.
+  # BERT's blocks count steps; a log of fewer than three blocks has none.
+  bert = extracted[('tpu-v3-32-TF2.0', 'bert')]['runs'][0]
+  assert 300 < bert['block_step_ms'] < 600
+  assert google_v07.block_step_ms('transformer', google_v07.read_lines(
+      path)) is None

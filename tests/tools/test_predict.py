@@ -19,6 +19,7 @@ from tools.ttt import cost as cost_lib
 from tools.ttt import costs_file
 from tools.ttt import hardware
 from tools.ttt import model
+from tools.ttt import xla_cost
 
 
 def run_predict(*args):
@@ -75,6 +76,38 @@ def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
   step = cost_lib._step_cost(  # pylint: disable=protected-access
       lambda x, y: tf.matmul(x, y), (a, b), batch=128)
   assert step.flops == 2 * 128 * 256 * 512
+
+
+def test_kernels_are_counted_after_fusion():
+  # Ten elementwise ops fuse into the kernel one does; a second matmul is a
+  # kernel more.
+  from training import startup
+  startup.import_tensorflow()
+  import tensorflow as tf
+  a = tf.zeros([64, 64])
+
+  def chain(x, y, n):
+    z = tf.matmul(x, y)
+    for _ in range(n):
+      z = tf.nn.relu(z * 1.5 + 0.5)
+    return z
+
+  one = cost_lib._step_cost(  # pylint: disable=protected-access
+      lambda x, y: chain(x, y, 1), (a, a), batch=64)
+  ten = cost_lib._step_cost(  # pylint: disable=protected-access
+      lambda x, y: chain(x, y, 10), (a, a), batch=64)
+  two = cost_lib._step_cost(  # pylint: disable=protected-access
+      lambda x, y: tf.matmul(chain(x, y, 1), y), (a, a), batch=64)
+  assert ten.flops > one.flops
+  assert ten.kernels == one.kernels >= 1
+  assert two.kernels > one.kernels
+  # The count ignores what launches nothing.
+  text = ('HloModule m\n\nENTRY %main (p: f32[2]) -> f32[2] {\n'
+          '  %p = f32[2]{0} parameter(0)\n'
+          '  %c = f32[] constant(1)\n'
+          '  %f = f32[2]{0} fusion(f32[2]{0} %p), kind=kLoop\n'
+          '  ROOT %d = f32[2]{0} copy(f32[2]{0} %f)\n}\n')
+  assert xla_cost.kernels(text) == 2
 
 
 def test_the_stored_costs_agree_with_the_textbook_counts():
@@ -172,9 +205,10 @@ def test_convergence_points_come_from_their_sources():
   assert dlrm.samples == pytest.approx(18 * 0.05 * 4195197692)
 
 
-def _program(flops_per_example=1e9, update=1e8, parameters=1000000):
-  points = [cost_lib.StepCost(b, update + flops_per_example * b, 0.0, 0.0)
-            for b in (1, 2)]
+def _program(flops_per_example=1e9, update=1e8, parameters=1000000,
+             kernels=0.0):
+  points = [cost_lib.StepCost(b, update + flops_per_example * b, 0.0, 0.0,
+                              kernels) for b in (1, 2)]
   return cost_lib.ProgramCost(config={}, train=points, eval=points,
                               parameters=parameters,
                               dense_parameters=parameters)
@@ -210,6 +244,14 @@ def test_a_prediction_is_its_parts():
                           efficiency=0.5, samples=1024 * 1000)
   assert sharded.update == pytest.approx(p.update / 32)
   assert sharded.compute == pytest.approx(p.compute)
+  # Each kernel of the train and eval steps costs the generation's time.
+  launched = model.predict(cost=_program(kernels=2000), machine_=machine,
+                           run=_run(), efficiency=0.5, samples=1024 * 1000,
+                           kernel_seconds=2e-6)
+  assert p.kernels == 0
+  assert launched.kernels == pytest.approx(2000 * 2e-6)
+  assert launched.step == pytest.approx(p.step + 4e-3)
+  assert launched.eval_step == pytest.approx(p.eval_step + 4e-3)
 
 
 def test_the_fitted_efficiency_reproduces_its_row():
@@ -219,6 +261,14 @@ def test_the_fitted_efficiency_reproduces_its_row():
                                     measured_seconds=90.0)
   p = model.predict(cost=_program(), machine_=machine, run=_run(),
                     efficiency=efficiency, samples=1024 * 5000, evals=7)
+  assert p.time_to_train == pytest.approx(90.0)
+  kernels = dict(kernel_seconds=3e-6)
+  efficiency = model.fit_efficiency(
+      cost=_program(kernels=1500), machine_=machine, run=_run(),
+      samples=1024 * 5000, evals=7, measured_seconds=90.0, **kernels)
+  p = model.predict(cost=_program(kernels=1500), machine_=machine,
+                    run=_run(), efficiency=efficiency, samples=1024 * 5000,
+                    evals=7, **kernels)
   assert p.time_to_train == pytest.approx(90.0)
   with pytest.raises(ValueError, match='gradient sums .* exceed the measured'):
     model.fit_efficiency(cost=_program(parameters=10**10), machine_=machine,
@@ -256,6 +306,33 @@ def test_the_docs_table_is_the_comparison_the_command_prints():
   assert re.search(rf'median absolute error {summary["median"]:.0%}', docs)
 
 
+def test_the_time_a_kernel_comes_from_resnets_step_times():
+  # Google's ResNet-50 steps less the modelled sum are kernels x k + batch
+  # x b: the least-squares k of each generation (numpy's here) is the
+  # stored time a kernel, and the line holds the steps within 5%.
+  from training import startup
+  startup.import_tensorflow()
+  import numpy as np
+  rows = compare.google_rows()
+  stored = compare.load_kernel_seconds()
+  assert set(stored) == {'v3', 'v4'}  # The V100 ran one batch only.
+  for generation in ('v3', 'v4'):
+    x, y = [], []
+    for row in rows:
+      if row.benchmark != 'resnet' or row.generation != generation:
+        continue
+      program, run, machine, samples = compare._inputs(row)  # pylint: disable=protected-access
+      p = model.predict(cost=program, machine_=machine, run=run,
+                        efficiency=1.0, samples=samples)
+      x.append([program.train_kernels(), p.per_replica_batch])
+      y.append(row.block_step_ms / 1e3 - p.gradient_sum)
+    (k, b), *_ = np.linalg.lstsq(np.array(x), np.array(y), rcond=None)
+    assert stored[generation] == pytest.approx(k)
+    assert 0.5e-6 < k < 5e-6
+    assert np.allclose(np.array(x) @ [k, b], y, rtol=0.05)
+  assert compare.kernel_seconds(rows) == pytest.approx(stored)
+
+
 def test_the_command_predicts_a_pod_config_and_says_what_was_fitted():
   result = run_predict('--gin_file=gin/bert_pod.gin')
   assert result.returncode == 0, result.stderr
@@ -263,6 +340,15 @@ def test_the_command_predicts_a_pod_config_and_says_what_was_fitted():
   assert 'gin/bert_pod.gin on v3-8192: 4,096 chips, 8,192 replicas' in out
   assert '128x32 torus' in out
   assert 'fitted: efficiency' in out and 'bert v3, on tpu-v3-8192-TF' in out
+  # The step's kernels cost the v3 time a kernel, and the output says so.
+  assert re.search(r'\+ kernels \d[\d.]* ms \+ gradient sum', out)
+  assert re.search(r'the time a kernel \(\d\.\d\d us on v3: Google\'s '
+                   r'ResNet-50 step times\)', out)
+  assert 'a step\'s cost that does not grow' not in out
+  from tools import predict
+  v100 = predict.predict_one(['gin/bert_pod.gin'], [], 'v100-8')
+  assert 'kernels' not in v100.split('\n')[2]  # No time a kernel.
+  assert 'no time a kernel for this generation' in v100
   assert re.search(r'time to train  \d', out)
   sweep = run_predict('--gin_file=gin/resnet50_pod.gin', '--sweep=accelerator')
   assert sweep.returncode == 0, sweep.stderr

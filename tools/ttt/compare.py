@@ -4,7 +4,9 @@ batch and slice, next to the olympic mean of Google's runs.
 
 One efficiency per benchmark and generation is fitted, on that
 generation's largest slice (its TF folder where TF and JAX ran the same
-slice); every other row is a prediction. `python -m tools.predict --fit`
+slice); every other row is a prediction. Before it, the time a kernel of
+each generation is measured from Google's ResNet-50 step times
+(`kernel_seconds`): the same for every benchmark of the generation. `python -m tools.predict --fit`
 writes the constants (tools/data/ttt_fit.json); `--compare` prints the
 table docs/benchmarks.md holds (tests/tools/test_predict.py checks that
 they agree).
@@ -46,6 +48,7 @@ class Row:
   measured_minutes: float
   config: str
   evals: int
+  block_step_ms: float | None = None  # Median of the runs' (google_v07).
   fitted: bool = False
   predicted_minutes: float | None = None
   prediction: model.Prediction | None = None
@@ -55,6 +58,11 @@ class Row:
     if self.predicted_minutes is None:
       return None
     return self.predicted_minutes / self.measured_minutes - 1.0
+
+
+def _median_or_none(values) -> float | None:
+  values = [v for v in values if v is not None]
+  return statistics.median(values) if values else None
 
 
 def google_rows() -> list[Row]:
@@ -72,7 +80,9 @@ def google_rows() -> list[Row]:
         chips=folder['chips'], global_batch=folder['global_batch_size'],
         measured_minutes=folder['score_minutes'],
         config=by_system.get(folder['system'], by_system['']),
-        evals=round(statistics.median(r['evals'] for r in success))))
+        evals=round(statistics.median(r['evals'] for r in success)),
+        block_step_ms=_median_or_none(
+            r.get('block_step_ms') for r in success)))
   return rows
 
 
@@ -99,40 +109,110 @@ def _inputs(row: Row):
   return program, run, machine, samples
 
 
+# The benchmark whose step times give each generation's time a kernel: the
+# one Google ran at the most per-replica batches on each generation.
+KERNEL_BENCHMARK = 'resnet'
+
+
+def kernel_seconds(rows: list[Row]) -> dict:
+  """{generation: the time a kernel}, from Google's ResNet-50 step times.
+
+  A step's time less its modelled gradient sum is its kernels' fixed cost
+  plus a cost per image: t = kernels x k + per-replica batch x b (Google's
+  blocks: on v4, 32, 128 and 256 images a chip lie within 2% of a line).
+  k and b are the least-squares fit over the generation's ResNet-50
+  folders, each with its config's kernels; b is left (the efficiency
+  holds it). A generation with fewer than two per-replica batches has
+  none.
+  """
+  points = {}
+  for row in rows:
+    if row.benchmark != KERNEL_BENCHMARK or row.block_step_ms is None:
+      continue
+    program, run, machine, samples = _inputs(row)
+    at_peak = model.predict(cost=program, machine_=machine, run=run,
+                            efficiency=1.0, samples=samples, evals=row.evals)
+    points.setdefault(row.generation, []).append(
+        (program.train_kernels(), at_peak.per_replica_batch,
+         row.block_step_ms / 1e3 - at_peak.gradient_sum))
+  out = {}
+  for generation, pts in sorted(points.items()):
+    if len({b for _, b, _ in pts}) < 2 or not all(k for k, _, _ in pts):
+      continue
+    per_kernel, _ = _least_squares(pts)
+    if per_kernel > 0:
+      out[generation] = per_kernel
+  return out
+
+
+def _least_squares(points: list[tuple[float, float, float]]):
+  """(k, b) minimising the squares of y - (x1 k + x2 b) over (x1, x2, y)."""
+  s11 = sum(x1 * x1 for x1, _, _ in points)
+  s12 = sum(x1 * x2 for x1, x2, _ in points)
+  s22 = sum(x2 * x2 for _, x2, _ in points)
+  s1y = sum(x1 * y for x1, _, y in points)
+  s2y = sum(x2 * y for _, x2, y in points)
+  det = s11 * s22 - s12 * s12
+  return (s1y * s22 - s2y * s12) / det, (s11 * s2y - s12 * s1y) / det
+
+
 def fit(rows: list[Row]) -> dict:
-  """{'<benchmark> <generation>': efficiency} from each largest slice."""
+  """The constants: each generation's time a kernel (measured) and
+  {'<benchmark> <generation>': efficiency} from each largest slice."""
+  kernels = kernel_seconds(rows)
   constants = {}
   for row in sorted(rows, key=lambda r: (r.chips, 'TF' in r.system)):
     program, run, machine, samples = _inputs(row)
     constants[f'{row.benchmark} {row.generation}'] = {
         'efficiency': model.fit_efficiency(
             cost=program, machine_=machine, run=run, samples=samples,
-            evals=row.evals, measured_seconds=row.measured_minutes * 60),
+            evals=row.evals, measured_seconds=row.measured_minutes * 60,
+            kernel_seconds=kernels.get(row.generation, 0.0)),
         'fitted_on': row.system,
         'per_replica_batch': row.global_batch * run.model_ways /
                              machine.replicas}
-  return constants
+  return {'constants': constants, 'kernel_seconds': kernels}
 
 
-def load_fit(path: str = FIT_PATH) -> dict:
+def _load(path: str) -> dict:
   if not os.path.exists(path):
     return {}
   with open(path) as f:
-    return json.load(f)['constants']
+    return json.load(f)
 
 
-def write_fit(constants: dict, path: str = FIT_PATH) -> None:
+def load_fit(path: str = FIT_PATH) -> dict:
+  """{'<benchmark> <generation>': {'efficiency': ..., ...}}."""
+  return _load(path).get('constants', {})
+
+
+def load_kernel_seconds(path: str = FIT_PATH) -> dict:
+  """{generation: the time a kernel} (kernel_seconds)."""
+  return _load(path).get('kernel_seconds', {})
+
+
+def write_fit(fitted: dict, path: str = FIT_PATH) -> None:
+  """Writes fit()'s constants."""
   tmp = path + '.tmp'
   with open(tmp, 'w') as f:
     json.dump({'about': 'One efficiency per benchmark and generation, '
                         'fitted by `python -m tools.predict --fit` on the '
-                        'largest slice of Google\'s v0.7 results.',
-               'constants': constants}, f, indent=1, sort_keys=True)
+                        'largest slice of Google\'s v0.7 results; the time '
+                        'a kernel of each generation, measured from '
+                        'Google\'s ResNet-50 step times.',
+               'constants': fitted['constants'],
+               'kernel_seconds': fitted['kernel_seconds']}, f, indent=1,
+              sort_keys=True)
     f.write('\n')
   os.replace(tmp, path)
 
 
-def compare(rows: list[Row], constants: dict) -> list[Row]:
+def compare(rows: list[Row], constants: dict,
+            kernels: dict | None = None) -> list[Row]:
+  """Predicts every row that has a fitted efficiency; `kernels`: the time
+  a kernel by generation (default: the stored one)."""
+  if kernels is None:
+    kernels = load_kernel_seconds()
   for row in rows:
     name = f'{row.benchmark} {row.generation}'
     if name not in constants:
@@ -141,7 +221,7 @@ def compare(rows: list[Row], constants: dict) -> list[Row]:
     row.prediction = model.predict(
         cost=program, machine_=machine, run=run,
         efficiency=constants[name]['efficiency'], samples=samples,
-        evals=row.evals)
+        evals=row.evals, kernel_seconds=kernels.get(row.generation, 0.0))
     row.predicted_minutes = row.prediction.time_to_train / 60
     row.fitted = constants[name]['fitted_on'] == row.system
   return rows
@@ -161,17 +241,20 @@ def summary(rows: list[Row]) -> dict:
 def markdown(rows: list[Row]) -> str:
   lines = ['| Google v0.7 folder | benchmark | chips | global batch | '
            'measured (min) | predicted (min) | error | per-replica batch | '
-           'efficiency | bound |',
-           '|---|---|---:|---:|---:|---:|---:|---:|---:|---|']
+           'step (ms): Google\'s blocks | predicted | efficiency | bound |',
+           '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|']
   for r in rows:
     p = r.prediction
     if p is None:
       continue
     error = 'fitted' if r.fitted else f'{r.error:+.0%}'
+    blocks = ('' if r.block_step_ms is None
+              else f'{r.block_step_ms:.1f}')
     lines.append(
         f'| {r.system} | {r.benchmark} | {r.chips:,} | {r.global_batch:,} | '
         f'{r.measured_minutes:.2f} | {r.predicted_minutes:.2f} | {error} | '
-        f'{p.per_replica_batch:g} | {p.efficiency:.2f} | {p.bound} |')
+        f'{p.per_replica_batch:g} | {blocks} | {p.step * 1e3:.1f} | '
+        f'{p.efficiency:.2f} | {p.bound} |')
   s = summary(rows)
   if s['rows']:
     lines.append('')

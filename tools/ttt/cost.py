@@ -10,6 +10,10 @@ XLA's HloCostAnalysis counts it in a process of its own
 (tools/ttt/xla_cost.py). The module is the one XLA gets before its
 target-specific passes, the same for a TPU as here.
 
+XLA's CPU compiler also fuses the module, and the kernels its entry
+computation then launches are counted (tools/ttt/xla_cost.py): a step's
+cost that does not grow with its batch (tools/ttt/model.py).
+
 A step's FLOPs are linear in the batch plus the optimizer's update, which is
 not: `ProgramCost` holds counts at two or more batches and interpolates
 (tests/tools/test_predict.py checks a third against XLA).
@@ -68,6 +72,7 @@ class StepCost:
   flops: float
   bytes_accessed: float
   transcendentals: float
+  kernels: float = 0.0  # Launched once fused (0: counted before kernels were).
 
 
 @dataclasses.dataclass
@@ -107,6 +112,17 @@ class ProgramCost:
 
   def eval_flops(self, batch: float) -> float:
     return self._at(self.eval, batch, 'flops')
+
+  @staticmethod
+  def _kernels(points: list) -> float:
+    # A step's kernels do not depend on its batch: the largest batch's.
+    return max(points, key=lambda p: p.batch).kernels
+
+  def train_kernels(self) -> float:
+    return self._kernels(self.train)
+
+  def eval_kernels(self) -> float:
+    return self._kernels(self.eval)
 
   def to_json(self) -> dict:
     out = dataclasses.asdict(self)
@@ -157,7 +173,8 @@ def _step_cost(fn, args: tuple, batch: int) -> StepCost:
   cost = xla_cost(hlo)
   return StepCost(batch=batch, flops=cost['flops'],
                   bytes_accessed=cost['bytes accessed'],
-                  transcendentals=cost['transcendentals'])
+                  transcendentals=cost['transcendentals'],
+                  kernels=cost['kernels'])
 
 
 def all_reduced(variables, options) -> list:
@@ -187,7 +204,8 @@ def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
                   bytes_accessed=whole.bytes_accessed +
                   more * step.bytes_accessed,
                   transcendentals=whole.transcendentals +
-                  more * step.transcendentals)
+                  more * step.transcendentals,
+                  kernels=whole.kernels + more * step.kernels)
 
 
 def _synthetic(data):

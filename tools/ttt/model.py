@@ -1,12 +1,14 @@
 """The time-to-train model: a config on a slice, step by step.
 
-  step      = max(compute + gradient sum,     (not overlapped: the suite sums
-                  host input)                  after the backward pass; the
-                                               input pipeline prefetches, so a
+  step      = max(compute + kernels           (not overlapped: the suite sums
+                  + gradient sum,              after the backward pass; the
+                  host input)                  input pipeline prefetches, so a
                                                host's input hides behind the
                                                device's step)
   compute   = XLA's FLOPs of one replica's step at its batch
               / (the replica's peak FLOP/s x efficiency)
+  kernels   = the kernels the fused step launches x the generation's time a
+              kernel: the part of a step that does not grow with its batch
   sum       = the all-reduce of the dense gradients on the slice's torus
               (weight-update sharding: a reduce-scatter and an all-gather,
               the same bytes; the optimizer's update runs on 1/N of each
@@ -14,20 +16,28 @@
   host input = a host's share of the global batch / its input rate (examples
               a second, measured by the user on a host of the slice: the
               suite's input benchmarks; no published number gives it)
-  eval      = eval steps x XLA's FLOPs of one eval step / (peak x efficiency)
+  eval      = eval steps x (XLA's FLOPs of one eval step / (peak x
+              efficiency) + its kernels x the time a kernel)
   time to train = steps to target x step + evals x eval
 
 Inputs, and which are measured, published or fitted:
-- FLOPs: measured, XLA's cost analysis of the suite's own step
-  (tools/ttt/cost.py; tools/data/program_costs.json).
+- FLOPs and kernels: measured, XLA's cost analysis of the suite's own step
+  and the kernels its CPU compiler fuses the step into (tools/ttt/cost.py,
+  tools/ttt/xla_cost.py; tools/data/program_costs.json).
+- The time a kernel: measured, one per generation, from Google's ResNet-50
+  step times at several per-replica batches (their logs' block times: the
+  step's intercept at batch 0, less the modelled gradient sum, over
+  ResNet-50's kernels; tools/ttt/compare.py kernel_seconds). It stands for
+  whatever a TPU pays per kernel (launch, pipeline fill, a small op's
+  latency) and is the same for every model of that generation.
 - Peak FLOP/s, all-reduce bandwidth, torus shape: published
   (tools/ttt/hardware.py, tools/ttt/collectives.py).
 - Samples to target: published (tools/ttt/convergence.py).
 - Efficiency: the one fitted constant, per benchmark and generation, on
   the largest scale Google ran (tools/data/ttt_fit.json, `python -m
   tools.predict --fit`). It holds everything the model leaves out: the MXU
-  use at that per-replica batch, memory-bound ops, the host loop, per-hop
-  latency of the sums, input stalls.
+  use of the FLOPs, memory-bound ops, the host loop, per-hop latency of the
+  sums, input stalls, the slower first loop.
 
 Model parallelism (a mesh's model axis, spatial partitions) divides a
 replica's FLOPs ideally over its partitions; their own communication is
@@ -101,6 +111,7 @@ class Prediction:
   efficiency: float
   compute: float
   update: float
+  kernels: float  # The step's kernels x the time a kernel (0: not known).
   gradient_sum: float
   host_input: float  # 0 when no host input rate was given.
   step: float
@@ -113,12 +124,18 @@ class Prediction:
   time_to_train: float
 
   @property
+  def device_step(self) -> float:
+    """The step without the hosts: what the device spends on it."""
+    return self.compute + self.update + self.kernels + self.gradient_sum
+
+  @property
   def bound(self) -> str:
     """What dominates the run: input (the hosts set the step's pace),
     else the largest of compute, interconnect and eval."""
-    if self.host_input > self.compute + self.update + self.gradient_sum:
+    if self.host_input > self.device_step:
       return 'input'  # The hosts set every step's pace.
     parts = {'compute': self.steps * (self.compute + self.update),
+             'kernels': self.steps * self.kernels,
              'interconnect': self.steps * self.gradient_sum,
              'eval': self.evals * self.eval}
     return max(parts, key=parts.get)
@@ -126,7 +143,8 @@ class Prediction:
 
 def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
             samples: float, evals: int | None = None,
-            host_input_rate: float = 0.0) -> Prediction:
+            host_input_rate: float = 0.0,
+            kernel_seconds: float = 0.0) -> Prediction:
   """The model's time to train for `run` on `machine_`.
 
   Args:
@@ -137,6 +155,8 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
       eval_every_steps, the last at or after the target).
     host_input_rate: training examples a second one host of the slice
       prepares (0: host input not modelled).
+    kernel_seconds: the generation's time a kernel (compare.kernel_seconds;
+      0: not modelled).
   """
   data_replicas = machine_.replicas // run.model_ways
   if data_replicas < 1 or machine_.replicas % run.model_ways:
@@ -168,18 +188,20 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
       machine_.chip, machine_.chips, gradient_bytes)
   host_input = (run.global_batch / machine_.hosts / host_input_rate
                 if host_input_rate > 0 else 0.0)
-  step = max(compute + update + gradient_sum, host_input)
+  kernels = cost.train_kernels() * kernel_seconds
+  step = max(compute + update + kernels + gradient_sum, host_input)
   steps = samples / run.global_batch
   eval_steps = math.ceil(run.eval_samples / run.eval_batch)
   eval_batch = run.eval_batch / data_replicas
-  eval_step = cost.eval_flops(eval_batch) / run.model_ways / speed
+  eval_step = (cost.eval_flops(eval_batch) / run.model_ways / speed +
+               cost.eval_kernels() * kernel_seconds)
   if evals is None:
     evals = math.ceil(steps / run.eval_every_steps)
   eval_time = eval_steps * eval_step
   total = steps * step + evals * eval_time
   return Prediction(machine=machine_, run=run, per_replica_batch=batch,
                     efficiency=efficiency, compute=compute, update=update,
-                    gradient_sum=gradient_sum, host_input=host_input,
+                    kernels=kernels, gradient_sum=gradient_sum, host_input=host_input,
                     step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
                     eval=eval_time, steps=steps, evals=evals,
@@ -187,21 +209,26 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
 
 
 def fit_efficiency(*, cost, machine_: Machine, run: Run, samples: float,
-                   evals: int, measured_seconds: float) -> float:
+                   evals: int, measured_seconds: float,
+                   kernel_seconds: float = 0.0) -> float:
   """The efficiency that makes the model's time to train `measured_seconds`
-  (the time is (FLOP time at peak) / efficiency + gradient sums).
+  (the time is (FLOP time at peak) / efficiency + gradient sums + kernels).
 
   Raises:
-    ValueError: the gradient sums alone exceed the measured time.
+    ValueError: the gradient sums and kernels alone exceed the measured time.
   """
-  at_peak = predict(cost=cost, machine_=machine_, run=run, efficiency=1.0,
-                    samples=samples, evals=evals)
-  flop_time = at_peak.steps * (at_peak.compute + at_peak.update) + (
-      at_peak.evals * at_peak.eval)
-  rest = measured_seconds - at_peak.steps * at_peak.gradient_sum
+  flops_only = predict(cost=cost, machine_=machine_, run=run, efficiency=1.0,
+                       samples=samples, evals=evals)
+  with_kernels = predict(cost=cost, machine_=machine_, run=run,
+                         efficiency=1.0, samples=samples, evals=evals,
+                         kernel_seconds=kernel_seconds)
+  sums = flops_only.steps * flops_only.gradient_sum
+  fixed = sums + with_kernels.time_to_train - flops_only.time_to_train
+  flop_time = flops_only.time_to_train - sums
+  rest = measured_seconds - fixed
   if rest <= 0:
     raise ValueError(
         f'{run.benchmark} on {machine_.accelerator}: the modelled gradient '
-        f'sums ({at_peak.steps * at_peak.gradient_sum:.1f} s) exceed the '
-        f'measured {measured_seconds:.1f} s.')
+        f'sums and kernels ({fixed:.1f} s) exceed the measured '
+        f'{measured_seconds:.1f} s.')
   return flop_time / rest
