@@ -6,10 +6,10 @@ One efficiency per benchmark and generation is fitted, on that
 generation's largest slice (its TF folder where TF and JAX ran the same
 slice); every other row is a prediction. Before it, the time a kernel of
 each generation is measured from Google's ResNet-50 step times
-(`kernel_seconds`): the same for every benchmark of the generation. `python -m tools.predict --fit`
-writes the constants (tools/data/ttt_fit.json); `--compare` prints the
-table docs/benchmarks.md holds (tests/tools/test_predict.py checks that
-they agree).
+(`kernel_seconds`): the same for every benchmark of the generation.
+`python -m tools.predict --fit` writes the constants
+(tools/data/ttt_fit.json); `--compare` prints the table docs/benchmarks.md
+holds (tests/tools/test_predict.py checks that they agree).
 """
 
 import dataclasses

@@ -201,8 +201,8 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   total = steps * step + evals * eval_time
   return Prediction(machine=machine_, run=run, per_replica_batch=batch,
                     efficiency=efficiency, compute=compute, update=update,
-                    kernels=kernels, gradient_sum=gradient_sum, host_input=host_input,
-                    step=step,
+                    kernels=kernels, gradient_sum=gradient_sum,
+                    host_input=host_input, step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
                     eval=eval_time, steps=steps, evals=evals,
                     samples=samples, time_to_train=total)
