@@ -115,7 +115,8 @@ class ProgramCost:
 
   @staticmethod
   def _kernels(points: list) -> float:
-    # A step's kernels do not depend on its batch: the largest batch's.
+    # Nearly the same at any batch (BERT's step: 5,474 at 1, 5,482 at 2):
+    # the largest batch's.
     return max(points, key=lambda p: p.batch).kernels
 
   def train_kernels(self) -> float:
