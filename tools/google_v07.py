@@ -80,10 +80,20 @@ def _quality(value) -> float:
   return float(value)
 
 
+def samples_per_count(benchmark: str, lines: list[dict]) -> float | None:
+  """The samples one unit of the log's counts (an eval's epoch_num, a
+  block's epoch_count) stands for: a step's batch for BERT, 5% of the
+  clicks for DLRM, the training set for the others (None: not known)."""
+  if benchmark == 'bert':
+    return int(_first(lines, 'global_batch_size') or 0)
+  if benchmark == 'dlrm':
+    return DLRM_EVAL_SHARE * float(_first(lines, 'train_samples'))
+  return TRAIN_SET.get(benchmark)
+
+
 def trained(benchmark: str, lines: list[dict]) -> dict:
   """How far one run trained at its last eval (the one that reached the
   target for a successful run), in the log's unit and in samples."""
-  batch = int(_first(lines, 'global_batch_size') or 0)
   blocks, evals, at_stop = [], [], None
   for line in lines:
     meta = line.get('metadata', {})
@@ -98,17 +108,16 @@ def trained(benchmark: str, lines: list[dict]) -> dict:
     return {'epoch_num': None, 'samples_at_target': None}
   epoch_num, before = evals[-1]
   out = {'epoch_num': epoch_num}
+  per_count = samples_per_count(benchmark, lines)
   if benchmark == 'bert':
     # TF2 logs number an eval by the blocks before it; pod logs by steps.
     by_block = epoch_num == len(before)
     steps = sum(c for _, c in before) if by_block else epoch_num
     out.update(unit='steps', steps_at_target=steps,
-               samples_at_target=steps * batch)
+               samples_at_target=steps * per_count)
     return out
   if benchmark == 'dlrm':
-    samples = epoch_num * DLRM_EVAL_SHARE * float(
-        _first(lines, 'train_samples'))
-    out.update(unit='evals', samples_at_target=samples)
+    out.update(unit='evals', samples_at_target=epoch_num * per_count)
     return out
   # Epochs done at the first eval are its block's epoch_count whether the
   # log numbers epochs from 0 or from 1 and labels an eval by its block's
@@ -118,8 +127,8 @@ def trained(benchmark: str, lines: list[dict]) -> dict:
             if len(first_blocks) == 1 else 0.0)
   epochs = epoch_num + offset
   out.update(unit='epochs', epochs_at_target=epochs,
-             samples_at_target=(epochs * TRAIN_SET[benchmark]
-                                if benchmark in TRAIN_SET else None))
+             samples_at_target=(epochs * per_count
+                                if per_count is not None else None))
   if benchmark == 'ssd':
     # SSD's eval runs beside training, which goes on meanwhile.
     out['epochs_at_stop'] = max([epochs] + [
@@ -137,18 +146,13 @@ def block_step_ms(benchmark: str, lines: list[dict]) -> float | None:
   stops = [l for l in lines if l['key'] == 'block_stop']
   if len(starts) < 3 or len(stops) < 3 or not batch:
     return None
-  if benchmark == 'bert':
-    samples_per_count = batch  # BERT's blocks count steps.
-  elif benchmark == 'dlrm':
-    samples_per_count = DLRM_EVAL_SHARE * float(_first(lines, 'train_samples'))
-  elif benchmark in TRAIN_SET:
-    samples_per_count = TRAIN_SET[benchmark]
-  else:
+  per_count = samples_per_count(benchmark, lines)
+  if per_count is None:
     return None
   per_step = []
   for start, stop in list(zip(starts, stops))[1:-1]:
     steps = float(start['metadata'].get('epoch_count', 1)) * (
-        samples_per_count / batch)
+        per_count / batch)
     per_step.append((stop['time_ms'] - start['time_ms']) / steps)
   return statistics.median(per_step)
 

@@ -139,21 +139,13 @@ def kernel_seconds(rows: list[Row]) -> dict:
   for generation, pts in sorted(points.items()):
     if len({b for _, b, _ in pts}) < 2 or not all(k for k, _, _ in pts):
       continue
-    per_kernel, _ = _least_squares(pts)
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    (per_kernel, _), *_ = np.linalg.lstsq(
+        np.array([(k, b) for k, b, _ in pts]),
+        np.array([t for _, _, t in pts]), rcond=None)
     if per_kernel > 0:
-      out[generation] = per_kernel
+      out[generation] = float(per_kernel)
   return out
-
-
-def _least_squares(points: list[tuple[float, float, float]]):
-  """(k, b) minimising the squares of y - (x1 k + x2 b) over (x1, x2, y)."""
-  s11 = sum(x1 * x1 for x1, _, _ in points)
-  s12 = sum(x1 * x2 for x1, x2, _ in points)
-  s22 = sum(x2 * x2 for _, x2, _ in points)
-  s1y = sum(x1 * y for x1, _, y in points)
-  s2y = sum(x2 * y for _, x2, y in points)
-  det = s11 * s22 - s12 * s12
-  return (s1y * s22 - s2y * s12) / det, (s11 * s2y - s12 * s1y) / det
 
 
 def fit(rows: list[Row]) -> dict:
