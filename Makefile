@@ -50,6 +50,23 @@ garden_venv: .venv-garden/.installed
 
 torch_venv: .venv-torch/.installed
 
+# A TPU VM's environment, built as the launcher builds it on every worker
+# (tools/tpu_venv.py: tensorflow-tpu with its libtpu, every model's
+# packages, TensorFlow-coupled ones with --no-deps), then checked: libtpu
+# loads at `import tensorflow`, every module imports. `make tpu_check` also
+# trains each quickstart a few steps in it (TensorFlow's CPU kernels;
+# tests/tpu_env/); CI runs it after `make test`.
+TPU_VENV ?= .venv-tpu
+
+$(TPU_VENV)/.installed: requirements-tpu.txt requirements-tpu-nodeps.txt tools/tpu_venv.py
+	python3 tools/tpu_venv.py --venv=$(TPU_VENV) --check
+	touch $@
+
+tpu_venv: $(TPU_VENV)/.installed
+
+tpu_check: venv tpu_venv
+	TPU_VENV=$(TPU_VENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests/tpu_env
+
 data/quickstart/train-00000-of-00004: | $(VENV)/.core
 	$(PY) -m tools.build_quickstart_data --output_dir=data/quickstart
 
@@ -100,4 +117,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv data bert_data transformer_data ssd_data dlrm_data quickstart bert_quickstart transformer_quickstart ssd_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data bert_data transformer_data ssd_data dlrm_data quickstart bert_quickstart transformer_quickstart ssd_quickstart dlrm_quickstart test test-fast

@@ -21,6 +21,7 @@ evaluates and saves (docs/architecture.md traces it file by file).
 import dataclasses
 import os
 import sys
+import time
 import traceback
 import uuid
 from typing import Callable, Sequence
@@ -37,12 +38,16 @@ from training import startup
 # answer at once, not after TensorFlow loads.
 def define_flags():
   flags.DEFINE_bool('verbose', False, 'Show the traceback of an error.')
-  flags.DEFINE_multi_string('gin_file', [], 'Gin config files, in order.')
+  flags.DEFINE_multi_string('gin_file', [], 'Gin config files, in order: a '
+                            'path, or a name found on the search path '
+                            '(bert_pod.gin, hardware/tpu.gin).')
+  flags.DEFINE_list('gin_search_paths', [], gin_config.SEARCH_PATHS_HELP)
   flags.DEFINE_multi_string('gin_param', [],
                             'Gin bindings, e.g. "DATA_DIR=\'gs://b/d\'".')
-  flags.DEFINE_string('model_dir', None, 'Where the run writes everything.')
+  flags.DEFINE_string('model_dir', None, 'Where the run writes everything '
+                      '(local or gs://); default: runs/<experiment>_<time> '
+                      'in the working directory.')
   flags.DEFINE_string('tpu', '', 'TPU name, grpc address or "local".')
-  flags.mark_flag_as_required('model_dir')
 
 
 if __name__ == '__main__':
@@ -337,6 +342,7 @@ def main(argv, sugar_bindings):
   except USER_ERRORS as e:
     if flags.FLAGS.verbose:
       raise
+    _remove_made_empty_model_dir()
     lines = str(e).strip().splitlines() or [type(e).__name__]
     print(f'error: {lines[0]}', file=sys.stderr, flush=True)
     return (exit_codes.NO_TPU if isinstance(e, tpu_lib.TpuUnavailable)
@@ -352,6 +358,23 @@ def main(argv, sugar_bindings):
     return exit_codes.CRASH
 
 
+_MADE_MODEL_DIR = []  # A default model_dir this process created.
+
+
+def default_model_dir(gin_files: list[str]) -> str:
+  """runs/<experiment>_<time> for a command without --model_dir."""
+  name = os.path.splitext(os.path.basename(gin_files[0]))[0]
+  return os.path.join('runs', f'{name}_{time.strftime("%Y%m%d_%H%M%S")}')
+
+
+def _remove_made_empty_model_dir() -> None:
+  """A run stopped by bad input or no TPU leaves no empty default folder
+  behind."""
+  for model_dir in _MADE_MODEL_DIR:
+    if os.path.isdir(model_dir) and not os.listdir(model_dir):
+      os.rmdir(model_dir)
+
+
 def run_command(argv, sugar_bindings):
   del argv
   import train as this_module  # The module gin files configure, not __main__.
@@ -359,13 +382,24 @@ def run_command(argv, sugar_bindings):
   if not flag_values.gin_file:
     raise ValueError('Pass an experiment with --gin_file, one of: ' +
                      ', '.join(experiment_files()) + '.')
+  gin_files = gin_config.resolve_gin_files(flag_values.gin_file,
+                                           flag_values.gin_search_paths)
+  if not flag_values.model_dir:
+    flag_values.model_dir = default_model_dir(gin_files)
+    if not os.path.exists(flag_values.model_dir):
+      _MADE_MODEL_DIR.append(flag_values.model_dir)
+    print(f'model_dir: {flag_values.model_dir} (--model_dir sets it)',
+          flush=True)
   gin_config.parse(
-      flag_values.gin_file,
+      gin_files,
       list(flag_values.gin_param) + sugar_bindings + [
           f'train.train.model_dir = {flag_values.model_dir!r}'] +
       ([f'distribution.strategy.StrategyConfig.tpu = {flag_values.tpu!r}']
-       if flag_values.tpu else []),
-      finalize=True)
+       if flag_values.tpu else []))
+  # The TPU first: the literal `python train.py --gin_file=bert_pod.gin` on
+  # a machine without one says so (exit 4) before asking for DATA_DIR.
+  gin.get_configurable(strategies.StrategyConfig)().check_tpu_present()
+  gin.finalize()  # Now every %gin.REQUIRED macro must be set.
   model_dir = flag_values.model_dir
   result = gin.get_configurable(this_module.train)()
   staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),

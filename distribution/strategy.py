@@ -73,7 +73,8 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
 
   Args:
     kind: one of 'tpu', 'multi_worker', 'mirrored', 'one_device', 'default'.
-    tpu: TPU name, grpc address or 'local' (kind 'tpu' only).
+    tpu: TPU name, grpc address or 'local' (kind 'tpu' only); None:
+      tpu_lib.default_target() ($TPU_NAME, else 'local').
     num_cpu_devices: for 'mirrored' without GPUs, split the CPU into this many
       logical devices (0 keeps one device per GPU, or the single CPU).
     collective: 'auto', 'ring' or 'nccl' for multi_worker all-reduce.
@@ -84,14 +85,12 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
     The strategy.
 
   Raises:
-    ValueError: on an unknown kind, a missing TPU name or a missing TF_CONFIG.
+    ValueError: on an unknown kind or a missing TF_CONFIG.
   """
   if kind not in KINDS:
     raise ValueError(f'Unknown strategy kind {kind!r}; choose one of {KINDS}.')
   if kind == 'tpu':
-    if not tpu:
-      raise ValueError("Strategy 'tpu' needs --tpu=NAME (a TPU name, a "
-                       "grpc:// address or 'local').")
+    tpu = tpu or tpu_lib.default_target()
     tpu_lib.apply_flags(tpu_flags)
     resolver = tpu_lib.resolve(tpu)
     try:
@@ -101,8 +100,8 @@ def make_strategy(*, kind: str = 'default', tpu: str | None = None,
       first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
       raise tpu_lib.TpuUnavailable(
           f'Cannot reach or initialise the TPU --tpu={tpu}: {first_line} '
-          '(check that this VM can reach it and that requirements-tpu.txt '
-          f'is installed). {tpu_lib.HINT}') from e
+          '(check that this VM can reach it and that its TPU environment is '
+          f'built: {tpu_lib.BUILD_ENVIRONMENT}). {tpu_lib.HINT}') from e
     return tf.distribute.TPUStrategy(resolver)
   if tpu_flags:
     print(f'TPU flags not applied (strategy {kind!r}, no TPU): '
@@ -211,6 +210,27 @@ class StrategyConfig:
           f'replicas), but the TPU has {replicas}: launch it on a '
           f'{self.accelerator}, or set ACCELERATOR (and the batch sizes) for '
           'this slice.')
+
+  def check_tpu_present(self) -> None:
+    """Before anything else of a run: a TPU experiment on a machine without
+    the TPU it would use locally stops here, in one line (exit 4), not
+    after the data and model are configured.
+
+    Raises:
+      tpu_lib.TpuUnavailable: kind 'tpu', the TPU this VM's own
+        ('local': --tpu=local, or no --tpu and no $TPU_NAME) and no TPU
+        devices.
+    """
+    if self.kind != 'tpu':
+      return
+    target = self.tpu or tpu_lib.default_target()
+    problem = target == 'local' and tpu_lib.local_tpu_problem()
+    if problem:
+      if not self.tpu:
+        problem = ('this experiment trains on a TPU (its hardware file is a '
+                   'TPU one) and, without --tpu or $TPU_NAME, uses this '
+                   'VM\'s own: ' + problem.replace('--tpu=local: ', ''))
+      raise tpu_lib.TpuUnavailable(problem)
 
   def make(self) -> tf.distribute.Strategy:
     return make_strategy(kind=self.kind, tpu=self.tpu or None,

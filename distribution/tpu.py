@@ -25,6 +25,8 @@ HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8, v5litepod-8) use '
         '--tpu=local; for a '
         'multi-host slice (v3-32 and larger) run on its worker 0 with '
         '--tpu=NAME.')
+# How a TPU VM gets the suite's environment (the launcher runs the same).
+BUILD_ENVIRONMENT = 'python3 tools/tpu_venv.py --venv=.venv'
 # libtpu reads its compiler flags from here when the TPU is initialised in
 # this process (TPU VMs).
 TPU_FLAGS_VARIABLE = 'LIBTPU_INIT_ARGS'
@@ -46,6 +48,12 @@ def _api_client(resolver):
 
 def _first_line(error: Exception) -> str:
   return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def default_target(environ=os.environ) -> str:
+  """The TPU a TPU experiment without --tpu uses: $TPU_NAME (as Google's
+  TPU VM recipes export it on multi-host slices), else this VM's own."""
+  return environ.get('TPU_NAME') or 'local'
 
 
 def has_tpu_devices(devices=DEVICE_FILES) -> bool:
@@ -73,7 +81,7 @@ def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
   else:
     where = 'no GCE metadata server answered (not a Google Cloud VM)'
     todo = ('Train here without --tpu (CPU/GPU hardware files), or run on '
-            'a TPU VM with requirements-tpu.txt installed.')
+            f'a TPU VM with its environment built: {BUILD_ENVIRONMENT}.')
   return (f'--tpu=local: no TPU on this machine: no TPU device files '
           f'({", ".join(devices)}); {build}; {where}. {todo}')
 
@@ -112,7 +120,7 @@ def resolve(tpu: str):
     if 'Missing runtime dependency' in text:
       raise ValueError(
           f'--tpu={tpu}: resolving a TPU name needs google-api-python-client '
-          'and oauth2client: pip install -r requirements-tpu.txt. '
+          f'and oauth2client: build the TPU environment ({BUILD_ENVIRONMENT}). '
           f'{HINT}') from e
     if 'not yet ready' in text:
       state = text.rsplit('state:', 1)[-1].strip(' "')

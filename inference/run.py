@@ -24,6 +24,8 @@ from absl import flags
 import mlperf_loadgen as lg
 
 from inference import settings as settings_lib
+from training import config as gin_config
+from training import exit_codes
 from training import startup
 
 
@@ -31,6 +33,7 @@ from training import startup
 # answer at once, not after TensorFlow loads.
 def define_flags():
   flags.DEFINE_multi_string('gin_file', [], 'The model\'s training gin files.')
+  flags.DEFINE_list('gin_search_paths', [], gin_config.SEARCH_PATHS_HELP)
   flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
   flags.DEFINE_string('model', '', 'Model name in user.conf lines (default: '
                       'the task\'s, e.g. resnet50 or bert).')
@@ -240,7 +243,6 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
 def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
   """The task of the model's gin files (their TASK macro), reading eval data
   from `dataset`."""
-  from training import config as gin_config
   # The training command's bindings, maybe without its hardware file.
   gin_config.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'],
                    unread_macros='known')
@@ -251,7 +253,13 @@ def main(argv):
   del argv
   f = flags.FLAGS
   backends.set_intra_op_threads(f.intra_op_threads)
-  task = load_task(f.gin_file, f.gin_param, f.dataset)
+  try:
+    task = load_task(gin_config.resolve_gin_files(f.gin_file,
+                                                  f.gin_search_paths),
+                     f.gin_param, f.dataset)
+  except (ValueError, FileNotFoundError) as e:  # Bad input: one line.
+    print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
+    return exit_codes.USER_ERROR
   task.data.check()
   backend = (backends.NoOpBackend(task.inference_output[0]) if f.noop_backend
              else backends.SavedModelBackend(f.saved_model))

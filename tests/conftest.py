@@ -13,6 +13,9 @@ import filelock
 import pytest
 
 NUM_CPU_DEVICES = 4
+# The TPU VM environment's tests run in that environment's interpreter
+# (`make tpu_check` sets TPU_VENV): not part of the main suite.
+collect_ignore = [] if os.environ.get('TPU_VENV') else ['tpu_env']
 # glibc malloc settings (mallopt(3)): keep up to 4 GiB freed at the top of
 # the heap, grow it 256 MiB at a time. The Makefile exports the same for
 # `make quickstart` and friends.

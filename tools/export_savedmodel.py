@@ -21,13 +21,17 @@ from absl import flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # Run as a script from anywhere.
 
-from training import startup  # pylint: disable=wrong-import-position
+# pylint: disable=wrong-import-position
+from training import config as gin_config
+from training import exit_codes
+from training import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
 # answer at once, not after TensorFlow loads.
 def define_flags():
   flags.DEFINE_multi_string('gin_file', [], 'Gin files used for training.')
+  flags.DEFINE_list('gin_search_paths', [], gin_config.SEARCH_PATHS_HELP)
   flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
   flags.DEFINE_string('checkpoint_dir', None, 'The training --model_dir.')
   flags.DEFINE_string('export_dir', None, 'Where to write the SavedModel.')
@@ -41,7 +45,6 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
-from training import config as gin_config
 from training import export as export_lib
 
 
@@ -74,12 +77,18 @@ def export(*, gin_files: list[str], gin_params: list[str],
 
 def main(argv):
   del argv
-  path = export(gin_files=FLAGS.gin_file, gin_params=FLAGS.gin_param,
-                checkpoint_dir=FLAGS.checkpoint_dir,
-                export_dir=FLAGS.export_dir)
+  try:
+    path = export(gin_files=gin_config.resolve_gin_files(
+        FLAGS.gin_file, FLAGS.gin_search_paths), gin_params=FLAGS.gin_param,
+                  checkpoint_dir=FLAGS.checkpoint_dir,
+                  export_dir=FLAGS.export_dir)
+  except (ValueError, FileNotFoundError) as e:  # Bad input: one line.
+    print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
+    return exit_codes.USER_ERROR
   print(f'exported {path} to {FLAGS.export_dir}')
+  return 0
 
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(main)
+  app.run(lambda argv: sys.exit(main(argv)))

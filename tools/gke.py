@@ -15,10 +15,12 @@ v1alpha2 (kubernetes-sigs/jobset `hack/python-sdk/swagger.json`).
 TensorFlow on GKE: a single-host slice trains under TPUStrategy with
 `--tpu=local`; a multi-host slice has no Cloud TPU API node for TPUStrategy
 to resolve, so only a mesh experiment (MESH_SHAPE: DTensor, one client a
-host) runs there, its clients named by the JobSet's pod hostnames. Multi-host
-v5e/v6e node pools are left out: the chips a node holds there is not
-confirmed here. Never applied to a cluster (no GKE here); the manifests are
-checked against the JobSet and Kubernetes schemas in the tests.
+host) runs there, its clients named by the JobSet's pod hostnames. A node is a
+TPU VM of the slice (distribution/tpu_slices.py `hosts`): 4 chips on v4 and
+v5p and on multi-host v5e and v6e pools (ct5lp-hightpu-4t, ct6e-standard-4t),
+the whole slice on a single-host one. Never applied to a cluster (no GKE
+here); the manifests are checked against the JobSet and Kubernetes schemas
+in the tests.
 """
 
 import math
@@ -59,10 +61,6 @@ def check(tpu_slice: tpu_slices.Slice, mesh: bool) -> None:
         'TensorFlow drives a multi-host GKE slice only as a DTensor mesh '
         '(MESH_SHAPE); train data parallel on a single-host slice, or use '
         'the TPU VM backend.')
-  if tpu_slice.hosts > 1 and generation in ('v5e', 'v6e'):
-    raise ValueError(f'--backend=gke: multi-host {generation} node pools are '
-                     'not supported by this launcher (chips a node not '
-                     'confirmed); use the TPU VM backend.')
 
 
 WORKDIR = '/suite'  # Where the image holds this checkout.
@@ -71,8 +69,8 @@ WORKDIR = '/suite'  # Where the image holds this checkout.
 def jobset(*, name: str, tpu_slice: tpu_slices.Slice, image: str,
            command: list[str], mesh: bool) -> dict:
   """The JobSet that runs `command` (in WORKDIR of `image`, which holds
-  this checkout with requirements-tpu.txt installed) once on every host of
-  the slice."""
+  this checkout with its TPU environment: tools/tpu_venv.py --python) once
+  on every host of the slice."""
   check(tpu_slice, mesh)
   hosts = tpu_slice.hosts
   chips = tpu_slice.chips // hosts

@@ -1,15 +1,16 @@
 """Batch jobs on Cloud TPU VMs: print (default) or run the gcloud commands.
 
   python -m tools.launch --gin_file=gin/bert_v3_32.gin --tpu=my-slice \\
-      --zone=us-central1-a --project=my-proj --accelerator=v3-32 \\
+      --zone=europe-west4-a --project=my-proj --accelerator=v3-32 \\
       --model_dir=gs://bucket/bert --runs=10 \\
       --gin_param="DATA_DIR='gs://bucket/bert_data'" [--execute]
 
 Before anything is created: the slice type is checked against its
-generation's public types and against the experiment's hardware file (its
-ACCELERATOR), the TPU VM image against Google's naming (distribution/
-tpu_slices.py holds both tables, with their sources), and, with --execute or
---preflight, the bucket, data and checkpoint (tools/preflight.py). The plan
+generation's public types, the zones that offer it and the experiment's
+hardware file (its ACCELERATOR), the TPU VM image against Google's naming and
+the TensorFlow the run uses (distribution/tpu_slices.py holds the tables,
+with their sources), and, with --execute or --preflight, the bucket, data and
+checkpoint (tools/preflight.py). The plan
 then, in order:
 1. the TPU: reused if READY (or its queued resource ACTIVE); a stale queued
    resource (FAILED, SUSPENDED, or ACTIVE with its node gone) or a lost node
@@ -18,7 +19,9 @@ then, in order:
    WAITING_FOR_RESOURCES, PROVISIONING to ACTIVE with a progress line;
    FAILED or SUSPENDED stop the launch with the reason `describe` gives);
 2. this checkout (`git archive HEAD` plus the --gin_param bindings as
-   launch.gin) copied to every worker and requirements-tpu.txt installed;
+   launch.gin) copied to every worker and its TPU environment built there
+   (tools/tpu_venv.py; on a multi-host slice driven by name, each worker's
+   TPU runtime set to that TensorFlow, as Google's TF tests do);
 3. each run started on worker 0 detached from the ssh session
    (tools/job_runner.py under nohup/setsid), writing its output and status
    to `<model_dir>/run_<i>/job/`; the launcher polls them and the node's
@@ -51,6 +54,7 @@ from absl import flags
 from distribution import tpu_slices
 from tools import gcloud as gcloud_lib
 from tools import gke
+from training import config as gin_config
 from training import exit_codes
 
 FLAGS = flags.FLAGS
@@ -151,16 +155,55 @@ def on_workers(job: Job, command: str, worker: str) -> list[str]:
                     f'--command={command}')
 
 
+# The TPU runtime service of a multi-host slice's workers runs Google's gRPC
+# TPU worker in a container; it must be the TensorFlow the client runs.
+# Google's TF tests set it so on every worker of a PJRT pod (set_up_pjrt in
+# tpu_slices.GOOGLE_TF_TESTS: this file, this sed, this restart); the image
+# tag follows their `tf-X.Y.Z-pjrt` naming.
+RUNTIME_SERVICE = '/etc/systemd/system/tpu-runtime.service'
+GRPC_TPU_WORKER = 'gcr.io/cloud-tpu-v2-images/grpc_tpu_worker'
+
+
+def runtime_service_command(tf_version: str) -> str:
+  image = f'{GRPC_TPU_WORKER}:tf-{tf_version}-pjrt'
+  return (f"sudo sed -i 's#TF_DOCKER_URL=.*#TF_DOCKER_URL={image}\"#' "
+          f'{RUNTIME_SERVICE} && sudo systemctl daemon-reload && '
+          'sudo systemctl restart tpu-runtime')
+
+
 def install(job: Job, tarball: str) -> list[list[str]]:
-  """Copy the checkout to every worker, unpack it and install it there."""
+  """Copy the checkout to every worker, unpack it and build its TPU
+  environment there (tools/tpu_venv.py, as `make tpu_venv` builds it here);
+  on a multi-host slice driven by name, set the workers' TPU runtime to
+  that TensorFlow."""
   d = job.suite_dir
   unpack = f'rm -rf {d} && mkdir {d} && tar xzf {d}.tar.gz -C {d}'
   if job.install:
-    unpack += (f' && python3 -m venv {d}/.venv && {d}/.venv/bin/pip install '
-               f'-q -r {d}/requirements-tpu.txt')
+    unpack += f' && python3 {d}/tools/tpu_venv.py --venv={d}/.venv'
+    if job.multi_host and not job.mesh:
+      unpack += ' && ' + runtime_service_command(tpu_slices.TENSORFLOW_TPU)
   return [job.gcloud('tpu-vm', 'scp', tarball, f'{job.tpu}:{d}.tar.gz',
                      '--worker=all'),
           on_workers(job, unpack, 'all')]
+
+
+def environment_line(job: Job) -> str:
+  """What the workers' environment is, as the dry run prints it."""
+  tf = (f'tensorflow-tpu {tpu_slices.TENSORFLOW_TPU} with its libtpu '
+        '(tools/tpu_venv.py, requirements-tpu.txt)' if job.install else
+        'the image\'s own TensorFlow (--noinstall)')
+  if job.multi_host and not job.mesh:
+    run = (f'worker 0 drives the slice by name: TPU_NAME={job.tpu} '
+           'TPU_LOAD_LIBRARY=0' + (
+               f'; every worker\'s tpu-runtime runs {GRPC_TPU_WORKER}:tf-'
+               f'{tpu_slices.TENSORFLOW_TPU}-pjrt' if job.install else ''))
+  else:
+    run = ('each host drives its own TPU through PJRT: '
+           'NEXT_PLUGGABLE_DEVICE_USE_C_API=true TF_PLUGGABLE_DEVICE_LIBRARY_'
+           'PATH=<the venv\'s libtpu/libtpu.so> (train.py sets them on a TPU '
+           'VM: training/startup.py)')
+  return (f'# image {job.runtime}, {tf}; {run} (as Google\'s TF tests: '
+          f'{tpu_slices.GOOGLE_TF_TESTS}).')
 
 
 def train_command(job: Job, index: int, retry: int = 0) -> list[str]:
@@ -282,35 +325,47 @@ def job_from_flags(f=FLAGS) -> Job:
     raise ValueError('--backend=tpu-vm needs --zone and --project.')
   if f.backend == 'gke' and not f.image:
     raise ValueError('--backend=gke needs --image: a container image with '
-                     f'this checkout in {gke.WORKDIR} and requirements-tpu.txt '
-                     'installed.')
-  runtime = f.runtime or tpu_slice.image()
-  tpu_slices.check_image(runtime, tpu_slice)
+                     f'this checkout in {gke.WORKDIR} and its TPU environment '
+                     '(python3 tools/tpu_venv.py --python=python3).')
+  if f.backend == 'tpu-vm':
+    tpu_slice.check_zone(f.zone)
+  runtime = f.runtime or (tpu_slice.base_image if f.install else
+                          tpu_slice.image())
+  tpu_slices.check_image(runtime, tpu_slice, install=f.install)
   if not f.model_dir.startswith('gs://'):
     raise ValueError(f'--model_dir={f.model_dir}: TPU VMs write to GCS; give '
                      'a gs:// folder.')
   if not f.gin_file:
     raise ValueError('Pass the experiment with --gin_file.')
+  gin_files = gin_config.resolve_gin_files(f.gin_file, f.gin_search_paths)
+  outside = [g for g in gin_files if os.path.isabs(g)]
+  if outside:
+    raise ValueError(f'--gin_file={outside[0]} is outside this checkout: '
+                     'the workers get the checkout (git archive HEAD) only; '
+                     'commit it under gin/.')
   if f.tier not in TIERS:
     raise ValueError(f'--tier={f.tier}: choose one of {", ".join(TIERS)}.')
-  if not f.queued and (f.tier in ('guaranteed', 'best-effort') or
-                       f.valid_until):
-    raise ValueError(f'--tier={f.tier} and --valid_until need --queued: '
-                     'only queued resources take them (gcloud compute tpus '
-                     'queued-resources create).')
+  if not f.queued and f.valid_until:
+    raise ValueError(f'--valid_until={f.valid_until} needs --queued: only a '
+                     'queued resource waits for capacity, so only it can give '
+                     'up after a while (gcloud compute tpus queued-resources '
+                     'create --valid-until-duration).')
+  if not f.queued and f.tier in ('guaranteed', 'best-effort'):
+    raise ValueError(f'--tier={f.tier} needs --queued: only queued resources '
+                     'take it (gcloud compute tpus queued-resources create).')
   from tools import preflight
-  experiment = preflight.experiment_inputs(f.gin_file, f.gin_param)
+  experiment = preflight.experiment_inputs(gin_files, f.gin_param)
   if experiment.kind != 'tpu':
-    raise ValueError(f'{" ".join(f.gin_file)} trains on hardware '
+    raise ValueError(f'{" ".join(gin_files)} trains on hardware '
                      f'{experiment.kind!r}, not a TPU: launch a TPU '
                      'experiment (gin/*_pod.gin, gin/*_v3_32.gin) or add '
                      '--gin_file=gin/hardware/tpu.gin.')
-  check_experiment_slice(f.gin_file, experiment.accelerator, tpu_slice)
+  check_experiment_slice(gin_files, experiment.accelerator, tpu_slice)
   params = tuple(f.gin_param)
   if not experiment.accelerator:  # Any slice: the run checks and logs this.
     params += (f"ACCELERATOR = '{tpu_slice.accelerator}'",)
   return Job(tpu=f.tpu, zone=f.zone, project=f.project, slice=tpu_slice,
-             runtime=runtime, gin_files=tuple(f.gin_file),
+             runtime=runtime, gin_files=tuple(gin_files),
              gin_params=params, model_dir=f.model_dir,
              runs=f.runs, benchmark=experiment.benchmark,
              mesh=bool(experiment.mesh_shape),
@@ -378,10 +433,11 @@ def main(argv, f=FLAGS):
     return 0
   tarball = f'/tmp/{job.suite_dir}-{job.tpu}.tar.gz'
   print(f'# {cost_line(job)}')
-  print(f'# image {job.runtime} ({tpu_slices.RUNTIMES_PAGE}, read '
-        f'{tpu_slices.SOURCE_DATE}); the venv installs '
-        'requirements-tpu.txt over it.' if job.install else
-        f'# image {job.runtime}; --noinstall: its Python runs the suite.')
+  print(f'# zone {job.zone}: offers {job.accelerator} '
+        f'({tpu_slices.ZONES_PAGE}, read {tpu_slices.ZONES_DATE}).')
+  print(environment_line(job))
+  if job.slice.generation.tensorflow_note:
+    print(f'# note: {job.slice.generation.tensorflow_note}')
   if f.execute:
     from tools import launch_execute
     return launch_execute.execute(job, tarball,
@@ -407,13 +463,18 @@ def define_flags(flag_values=FLAGS):
   for kind, name, default, text in (
       ('string', 'tpu', None,
        'TPU VM (node) name; also the queued resource name with --queued.'),
-      ('string', 'zone', None, 'e.g. us-central1-a.'),
+      ('string', 'zone', None, 'One that offers the slice (distribution/'
+       'tpu_slices.py), e.g. europe-west4-a for v3-32.'),
       ('string', 'project', None, 'Google Cloud project.'),
       ('string', 'accelerator', 'v3-32', 'Slice type as gcloud names it: '
        'v3-8, v3-32, v4-32, v5litepod-8, v5p-16, v6e-8...'),
-      ('string', 'runtime', '', 'TPU VM image; default: the documented '
-       'TensorFlow image for the slice (distribution/tpu_slices.py).'),
-      ('multi_string', 'gin_file', [], 'Experiment gin files.'),
+      ('string', 'runtime', '', 'TPU VM image; default: the generation\'s '
+       'base image, TensorFlow installed by tools/tpu_venv.py (with '
+       '--noinstall: the documented TensorFlow image; '
+       'distribution/tpu_slices.py).'),
+      ('multi_string', 'gin_file', [], 'Experiment gin files (a path, or a '
+       'name on the search path: bert_v3_32.gin).'),
+      ('list', 'gin_search_paths', [], gin_config.SEARCH_PATHS_HELP),
       ('multi_string', 'gin_param', [], 'Gin bindings.'),
       ('string', 'model_dir', None, 'gs:// folder; run i goes to run_<i>.'),
       ('integer', 'runs', 5, 'Runs (MLPerf: 5 ResNet, 10 BERT).'),
@@ -434,12 +495,12 @@ def define_flags(flag_values=FLAGS):
        'hours (0: no limit).'),
       ('string', 'worker_python', '.venv/bin/python', 'The Python that runs '
        'the suite on the workers (relative to it).'),
-      ('bool', 'install', True, 'Make a venv with requirements-tpu.txt on '
-       'the workers; --noinstall uses --worker_python as is.'),
+      ('bool', 'install', True, 'Build the TPU environment on the workers '
+       '(tools/tpu_venv.py); --noinstall uses --worker_python as is.'),
       ('string', 'backend', 'tpu-vm', 'tpu-vm (Cloud TPU VMs, gcloud) or gke '
        '(JobSet manifests for a TPU slice node pool, tools/gke.py).'),
       ('string', 'image', '', 'gke: the container image (this checkout in '
-       '/suite, requirements-tpu.txt installed).'),
+       '/suite, its TPU environment built by tools/tpu_venv.py).'),
       ('string', 'manifest_dir', 'jobsets', 'gke: where the manifests go.'),
       ('bool', 'execute', False, 'Run the commands (default: print).'),
       ('bool', 'preflight', False, 'Run the GCS preflight in a dry run.')):

@@ -24,6 +24,7 @@ import sys
 from absl import app
 from absl import flags
 
+from training import config as gin_config
 from training import startup
 
 FLAGS = flags.FLAGS
@@ -31,6 +32,7 @@ FLAGS = flags.FLAGS
 
 def define_flags():
   flags.DEFINE_multi_string('gin_file', [], 'The experiment\'s gin files.')
+  flags.DEFINE_list('gin_search_paths', [], gin_config.SEARCH_PATHS_HELP)
   flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
   flags.DEFINE_string('accelerator', '', 'The slice (gcloud\'s type: v3-32, '
                       'v4-128, v5litepod-16; v100-8 for Google\'s GPU '
@@ -310,13 +312,15 @@ def main(argv):
     if not FLAGS.gin_file:
       raise ValueError('Pass the experiment with --gin_file (e.g. '
                        'gin/bert_pod.gin), or --compare.')
+    gin_files = gin_config.resolve_gin_files(FLAGS.gin_file,
+                                             FLAGS.gin_search_paths)
     if FLAGS.measure:
-      print(measure(FLAGS.gin_file, FLAGS.gin_param))
+      print(measure(gin_files, FLAGS.gin_param))
     elif FLAGS.sweep:
-      print(sweep(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator,
+      print(sweep(gin_files, FLAGS.gin_param, FLAGS.accelerator,
                   FLAGS.efficiency, FLAGS.host_input_rate))
     else:
-      print(predict_one(FLAGS.gin_file, FLAGS.gin_param, FLAGS.accelerator,
+      print(predict_one(gin_files, FLAGS.gin_param, FLAGS.accelerator,
                         FLAGS.efficiency, FLAGS.host_input_rate))
   except (ValueError, RuntimeError, FileNotFoundError) as e:
     print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)

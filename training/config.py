@@ -19,7 +19,11 @@ from absl import app
 import gin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GIN_FOLDER = os.path.join(ROOT, 'gin')
 GIN_SUGAR = '--gin.'
+SEARCH_PATHS_HELP = ('Folders, comma-separated, where --gin_file names are '
+                     'looked for (after the working directory, before the '
+                     "repository's gin/ and its subfolders).")
 
 
 def split_gin_sugar(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -36,10 +40,92 @@ def split_gin_sugar(argv: list[str]) -> tuple[list[str], list[str]]:
   return rest, bindings
 
 
+def _gin_files_under(folder: str) -> list[str]:
+  found = []
+  for where, _, names in os.walk(folder):
+    found += [os.path.join(where, n) for n in names if n.endswith('.gin')]
+  return sorted(found)
+
+
+def _shown(path: str) -> str:
+  """A gin file as commands and messages name it: relative to the
+  repository inside it (gin/bert_pod.gin), else absolute."""
+  path = os.path.abspath(path)
+  inside = os.path.relpath(path, ROOT)
+  return path if inside.startswith(os.pardir) else inside
+
+
+def resolve_gin_file(name: str, search_paths=()) -> str:
+  """The gin file `name` names, found as T5X's --gin_search_paths find them:
+  as given (from the working directory, or absolute), then under each
+  search path, the repository and its gin/, then by file name in gin/'s
+  subfolders (`tpu.gin` is gin/hardware/tpu.gin). Returns it as
+  `_shown` writes it, so `bert_pod.gin` and `gin/bert_pod.gin` are one
+  experiment everywhere (logs, predict's stored costs, the launcher).
+
+  Raises:
+    ValueError: one line naming the file, where it was looked for and the
+      nearest gin files (or, for a bare name in two subfolders, both).
+  """
+  bases = [*search_paths, ROOT, GIN_FOLDER]
+  for candidate in [name] + [os.path.join(b, name) for b in bases]:
+    if os.path.isfile(candidate):
+      return _shown(candidate)
+  if os.sep not in name and '/' not in name:
+    matches = [p for p in _gin_files_under(GIN_FOLDER)
+               if os.path.basename(p) == name]
+    if len(matches) == 1:
+      return _shown(matches[0])
+    if matches:
+      raise ValueError(f'--gin_file={name} is ambiguous: '
+                       f'{", ".join(map(_shown, matches))}; give its folder.')
+  known = [_shown(p) for b in [*search_paths, GIN_FOLDER]
+           for p in _gin_files_under(b)]
+  by_name = {}
+  for path in known:
+    by_name.setdefault(os.path.basename(path), path)
+    by_name.setdefault(path, path)
+  near = difflib.get_close_matches(name, sorted(by_name), n=3, cutoff=0.5)
+  nearest = list(dict.fromkeys(by_name[n] for n in near))  # Best first.
+  where = ', '.join(['the working directory', *search_paths,
+                     "the repository's gin/ and its subfolders"])
+  hint = (f'nearest: {", ".join(nearest)}' if nearest else
+          f'the experiments are in {_shown(GIN_FOLDER)}/')
+  raise ValueError(f'--gin_file={name}: no such file in {where}; {hint}. '
+                   'Add a folder with --gin_search_paths.')
+
+
+def _search_first(folder: str) -> None:
+  """Makes gin look for `include`d files in `folder` before the working
+  directory. gin has only add_config_file_search_path, which appends: its
+  first prefix, '' (the working directory), would then be tried first and,
+  from another folder, its package-resource reader logs an error line for
+  every include of ours (`Path not found: gin/models/bert.gin`) before the
+  repository's copy is found."""
+  prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
+  if folder in prefixes:
+    prefixes.remove(folder)
+  prefixes.insert(0, folder)
+
+
+def resolve_gin_files(names, search_paths=()) -> list[str]:
+  """`resolve_gin_file` of each name; the search paths also serve the
+  files' own `include` lines (before the repository and the working
+  directory)."""
+  _search_first(ROOT)
+  for path in reversed(search_paths):
+    _search_first(os.path.abspath(path))
+  return [resolve_gin_file(n, tuple(search_paths)) for n in names]
+
+
+def _gin_path(shown: str) -> str:
+  return shown if os.path.isabs(shown) else os.path.join(ROOT, shown)
+
+
 def parse(gin_files: list[str], bindings: list[str],
           finalize: bool = False, unread_macros: str = 'refuse') -> None:
-  """Parses gin files (found relative to the repository too) and bindings,
-  then checks each bound value against its parameter's type and that every
+  """Parses gin files (found by `resolve_gin_file`) and bindings, then
+  checks each bound value against its parameter's type and that every
   macro set is read.
 
   Args:
@@ -49,7 +135,7 @@ def parse(gin_files: list[str], bindings: list[str],
       hardware file that reads CPU_REPLICAS: only a macro that no gin file
       of this repository reads is refused).
   """
-  gin.add_config_file_search_path(ROOT)
+  gin_files = [_gin_path(f) for f in resolve_gin_files(gin_files)]
   # Files first: the macros their bindings read, before a command-line
   # binding of a parameter replaces the binding that read one.
   gin.parse_config_files_and_bindings(list(gin_files), [],

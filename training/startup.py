@@ -28,6 +28,7 @@ import contextlib
 import glob
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import logging
 import os
 import re
@@ -128,11 +129,50 @@ class _HoldBackKeras(importlib.abc.MetaPathFinder):
     return spec
 
 
+# What Google's own TensorFlow TPU tests export for a run that drives its
+# VM's own TPU through PJRT (GoogleCloudPlatform/ml-auto-solutions
+# dags/solutions_team/configs/tensorflow/common.py, export_env_variables,
+# @ 7eda193, read 2026-12-04; the same on every generation their release DAG
+# runs: v2, v3, v4, v5e, v5p, v6e): the TPU as a pluggable device through
+# its C API, from the libtpu that pip installed beside TensorFlow. Worker 0
+# of a multi-host slice, which drives the slice by name, sets
+# TPU_LOAD_LIBRARY=0 instead (theirs: `if is_pod`), and gets neither.
+PJRT_VARIABLES = ('NEXT_PLUGGABLE_DEVICE_USE_C_API',
+                  'TF_PLUGGABLE_DEVICE_LIBRARY_PATH')
+
+
+def libtpu_path() -> str | None:
+  """libtpu.so of the installed `libtpu` package, found without importing
+  it (its import sets TPU_LIBRARY_PATH), or None."""
+  spec = importlib.util.find_spec('libtpu')
+  if spec is None or not spec.submodule_search_locations:
+    return None
+  path = os.path.join(list(spec.submodule_search_locations)[0], 'libtpu.so')
+  return path if os.path.exists(path) else None
+
+
+def tpu_environment(environ=None, devices=TPU_DEVICE_FILES) -> dict:
+  """The PJRT variables a process on a TPU VM sets before TensorFlow loads
+  (none already set is replaced): {} off a TPU VM, with
+  TPU_LOAD_LIBRARY=0, or without a pip libtpu."""
+  environ = os.environ if environ is None else environ
+  if environ.get('TPU_LOAD_LIBRARY') == '0' or not any(
+      glob.glob(p) for p in devices):
+    return {}
+  library = libtpu_path()
+  if not library:
+    return {}
+  wanted = {'NEXT_PLUGGABLE_DEVICE_USE_C_API': 'true',
+            'TF_PLUGGABLE_DEVICE_LIBRARY_PATH': library}
+  return {k: v for k, v in wanted.items() if k not in environ}
+
+
 def import_tensorflow():
   """Imports TensorFlow without loading Keras and without its start-up
   noise, and returns it. A no-op when TensorFlow is already imported."""
   if 'tensorflow' in sys.modules:
     return sys.modules['tensorflow']
+  os.environ.update(tpu_environment())  # On a TPU VM only.
   quiet = not verbose() and os.environ.get('TF_CPP_MIN_LOG_LEVEL') != '0'
   if quiet:
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')

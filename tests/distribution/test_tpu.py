@@ -77,7 +77,7 @@ def test_a_missing_api_client_or_metadata_server_is_named(cloud):
   done = child(env, code=hide)
   error = json.loads(done.stdout.strip().splitlines()[-1])['error']
   assert 'needs google-api-python-client and oauth2client' in error
-  assert 'requirements-tpu.txt' in error
+  assert 'python3 tools/tpu_venv.py --venv=.venv' in error
   closed = f'127.0.0.1:{helpers.free_port()}'
   done = child({'GCE_METADATA_HOST': closed, 'GCE_METADATA_IP': closed},
                'my-pod')
@@ -146,7 +146,8 @@ def test_no_tpu_here_is_one_line_saying_what_was_found(tmp_path):
                          'device files (/dev/accel*, /dev/vfio/[0-9]*)')
   assert 'TensorFlow here has no TPU support (no libtpu' in line
   assert 'no GCE metadata server answered' in line
-  assert line.endswith('with requirements-tpu.txt installed.')
+  assert line.endswith('with its environment built: python3 '
+                       'tools/tpu_venv.py --venv=.venv.')
 
 
 def test_the_exit_code_tells_a_crash_from_a_run(monkeypatch, capsys):

@@ -101,6 +101,24 @@ def test_a_mesh_on_a_multi_host_slice_names_its_dtensor_clients():
   assert m['spec']['network'] == {'enableDNSHostnames': True}
 
 
+@pytest.mark.parametrize('accelerator,label,topology', [
+    ('v5litepod-16', 'tpu-v5-lite-podslice', '4x4'),
+    ('v6e-16', 'tpu-v6e-slice', '4x4'),
+])
+def test_a_multi_host_v5e_or_v6e_mesh_has_a_pod_per_4_chip_vm(
+    accelerator, label, topology):
+  """Multi-host v5e and v6e node pools are 4-chip VMs (ct5lp-hightpu-4t,
+  ct6e-standard-4t): v5litepod-16 is 4 pods of 4 chips."""
+  m = manifest(accelerator, mesh=True)
+  validate(m)
+  job = m['spec']['replicatedJobs'][0]['template']['spec']
+  pod = job['template']['spec']
+  assert pod['nodeSelector']['cloud.google.com/gke-tpu-accelerator'] == label
+  assert pod['nodeSelector']['cloud.google.com/gke-tpu-topology'] == topology
+  assert (job['parallelism'], job['completions']) == (4, 4)
+  assert pod['containers'][0]['resources']['limits'] == {'google.com/tpu': 4}
+
+
 def test_the_schemas_catch_a_wrong_manifest():
   """The check can fail: a misspelt JobSet field, a Job field Kubernetes
   does not have."""
@@ -117,7 +135,7 @@ def test_the_schemas_catch_a_wrong_manifest():
 @pytest.mark.parametrize('accelerator,mesh,message', [
     ('v3-8', False, 'GKE runs TPU v4 and later'),
     ('v4-32', False, 'only as a DTensor mesh'),
-    ('v5litepod-16', True, 'multi-host v5e node pools are not supported'),
+    ('v5litepod-16', False, 'only as a DTensor mesh'),
 ])
 def test_slices_this_route_cannot_run_are_refused(accelerator, mesh,
                                                   message):

@@ -32,14 +32,21 @@ from tools import preflight
 from tools import stage_data
 
 
-def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0):
-  """`python -m tools.launch ...` in this process (its own flag values):
-  the printed lines, or the error line."""
+def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0,
+            zone=None):
+  """`python -m tools.launch ...` in this process (its own flag values),
+  in the slice's first documented zone unless `zone`: the printed lines,
+  or the error line."""
   from absl import flags
+  if zone is None:
+    try:
+      zone = tpu_slices.parse(accelerator).zones[0]
+    except ValueError:
+      zone = 'us-central1-a'
   values = flags.FlagValues()
   launch.define_flags(values)
   values(['launch', f'--gin_file={gin_file}', '--tpu=my-slice',
-          '--zone=us-central1-a', '--project=my-proj',
+          f'--zone={zone}', '--project=my-proj',
           f'--accelerator={accelerator}', '--model_dir=gs://bucket/bert',
           '--runs=2', "--gin_param=DATA_DIR='gs://bucket/bert_data'", *extra])
   out, err = io.StringIO(), io.StringIO()
@@ -50,25 +57,50 @@ def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0):
   return out.getvalue().splitlines()
 
 
-AT = '--zone=us-central1-a --project=my-proj'
-# Each slice's TPU VM image as Google's runtimes page names it (2.18: -pod
-# for multi-host, -pjrt, the hardware suffix), its hosts and replicas.
+# Each slice as Google's pages give it: a zone that offers it (regions-zones),
+# the image the launcher creates (the runtimes page's base image for pip
+# installs), the TensorFlow image an image's own TensorFlow would use
+# (--noinstall; 2.18: -pod on multi-host, -pjrt, the hardware suffix), its
+# TPU VMs (4 chips a VM; single-host v5e/v6e up to 8) and replicas.
 SLICES = {
-    'v3-8': ('tpu-vm-tf-2.18.0-pjrt-v5p-and-below', 1, 8),
-    'v3-32': ('tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 4, 32),
-    'v4-32': ('tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 4, 16),
-    'v5litepod-8': ('tpu-vm-tf-2.18.0-pjrt-v5e-and-v6', 1, 8),
-    'v5litepod-16': ('tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6', 2, 16),
-    'v6e-8': ('tpu-vm-tf-2.18.0-pjrt-v5e-and-v6', 1, 8),
+    'v3-8': ('us-central1-a', 'tpu-ubuntu2204-base',
+             'tpu-vm-tf-2.18.0-pjrt-v5p-and-below', 1, 8),
+    'v3-32': ('europe-west4-a', 'tpu-ubuntu2204-base',
+              'tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 4, 32),
+    'v4-32': ('us-central2-b', 'tpu-ubuntu2204-base',
+              'tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 4, 16),
+    'v5litepod-8': ('us-west4-a', 'v2-alpha-tpuv5-lite',
+                    'tpu-vm-tf-2.18.0-pjrt-v5e-and-v6', 1, 8),
+    'v5litepod-16': ('us-west4-a', 'v2-alpha-tpuv5-lite',
+                     'tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6', 4, 16),
+    'v5p-16': ('us-east5-a', 'v2-alpha-tpuv5',
+               'tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below', 2, 8),
+    'v6e-8': ('us-east1-d', 'v2-alpha-tpuv6e',
+              'tpu-vm-tf-2.18.0-pjrt-v5e-and-v6', 1, 8),
+    'v6e-16': ('us-east1-d', 'v2-alpha-tpuv6e',
+               'tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6', 4, 16),
 }
 
 
 @pytest.mark.parametrize('accelerator', sorted(SLICES))
-def test_slices_images_hosts_and_replicas(accelerator):
-  image, hosts, replicas = SLICES[accelerator]
+def test_slices_zones_images_hosts_and_replicas(accelerator):
+  zone, base, image, hosts, replicas = SLICES[accelerator]
   s = tpu_slices.parse(accelerator)
-  assert (s.image(), s.hosts, s.replicas) == (image, hosts, replicas)
-  tpu_slices.check_image(image, s)
+  assert zone in s.zones
+  assert (s.base_image, s.image(), s.hosts, s.replicas) == (
+      base, image, hosts, replicas)
+  tpu_slices.check_image(base, s)
+  tpu_slices.check_image(image, s, install=False)
+
+
+def test_a_zone_that_does_not_offer_the_slice_is_refused_in_one_line():
+  line = dry_run('v3-32', zone='us-central1-a', code=2)
+  assert line == ('error: --zone=us-central1-a does not offer v3-32: Google '
+                  'offers it in europe-west4-a (https://cloud.google.com/tpu/'
+                  'docs/regions-zones, read 2026-12-04).')
+  assert 'us-central1-a' in tpu_slices.parse('v3-8').zones
+  with pytest.raises(ValueError, match='offers it in us-central2-b'):
+    tpu_slices.parse('v4-8').check_zone('us-central1-a')
 
 
 @pytest.mark.parametrize('accelerator,message', [
@@ -89,11 +121,30 @@ def test_unknown_slices_are_refused_in_one_line(accelerator, message):
     ('tpu-vm-tf-2.18.0-pjrt-v5p-and-below', 'needs -pod'),
     ('tpu-vm-tf-2.16.1-pod', 'need -pjrt or -se'),
     ('tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6', 'end in -v5p-and-below'),
+    ('tpu-ubuntu2204-base', 'a base image has no TensorFlow'),
 ])
-def test_images_that_do_not_fit_the_slice_are_refused(image, message):
+def test_an_image_s_own_tensorflow_must_fit_the_slice(image, message):
+  """--noinstall runs the image's TensorFlow: a TF image that fits."""
   with pytest.raises(ValueError, match=re.escape(message)):
-    tpu_slices.check_image(image, tpu_slices.parse('v3-32'))
-  tpu_slices.check_image('tpu-vm-tf-2.16.1-pod-pjrt', tpu_slices.parse('v3-32'))
+    tpu_slices.check_image(image, tpu_slices.parse('v3-32'), install=False)
+  tpu_slices.check_image('tpu-vm-tf-2.16.1-pod-pjrt',
+                         tpu_slices.parse('v3-32'), install=False)
+
+
+def test_an_image_with_another_tensorflow_than_the_venv_s_is_refused():
+  """The venv installs tensorflow-tpu 2.20.0; Google says the TPU software
+  matches the TensorFlow version, and no 2.20 image exists."""
+  line = dry_run('v3-32', '--runtime=tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below',
+                 code=2)
+  assert ('carries TensorFlow 2.18.0, but the suite installs tensorflow-tpu '
+          '2.20.0') in line
+  assert 'use tpu-ubuntu2204-base (the default)' in line
+  out = dry_run('v3-32', '--runtime=tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below',
+                '--noinstall', '--worker_python=python3')
+  assert any('--version=tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below' in l
+             for l in out)
+  assert not any('tpu_venv.py' in l or 'tpu-runtime' in l for l in out
+                 if l.startswith('gcloud'))
 
 
 @pytest.mark.parametrize('accelerator,extra', [
@@ -103,26 +154,45 @@ def test_images_that_do_not_fit_the_slice_are_refused(image, message):
                '--valid_until=6h']),
     ('v5litepod-8', ["--gin_param=ACCELERATOR='v5litepod-8'", '--tier=spot',
                      '--max_hours=3']),
+    ('v5litepod-16', ["--gin_param=ACCELERATOR='v5litepod-16'"]),
 ])
 def test_dry_run_prints_documented_commands(accelerator, extra):
   """Every gcloud line fits its reference page (tools/gcloud.SYNTAX); the
-  create line, the image and the detached start are exactly as documented."""
-  out = dry_run(accelerator, *extra)
+  create line, the image, the environment and the detached start are
+  exactly as Google's pages and TF tests give them."""
+  out = dry_run(accelerator, *extra, zone=SLICES[accelerator][0])
   lines = [l for l in out if not l.startswith('#')]
   for line in lines:
     if line.startswith('gcloud'):
       gcloud.check(shlex.split(line))
-  image, hosts, _ = SLICES[accelerator]
+  zone, image, _, hosts, _ = SLICES[accelerator]
+  at = f'--zone={zone} --project=my-proj'
   queued = '--queued' in extra
   tier = ' --spot' if '--tier=spot' in extra else ''
   create = (
       f'gcloud compute tpus queued-resources create my-slice '
       f'--node-id=my-slice --accelerator-type={accelerator} '
-      f'--runtime-version={image}{tier} --valid-until-duration=6h {AT}'
+      f'--runtime-version={image}{tier} --valid-until-duration=6h {at}'
       if queued else
       f'gcloud compute tpus tpu-vm create my-slice '
-      f'--accelerator-type={accelerator} --version={image}{tier} {AT}')
+      f'--accelerator-type={accelerator} --version={image}{tier} {at}')
   assert create in lines
+  unpack = ('rm -rf suite && mkdir suite && tar xzf suite.tar.gz -C suite && '
+            'python3 suite/tools/tpu_venv.py --venv=suite/.venv')
+  if hosts > 1:  # Every worker's TPU runtime runs the client's TensorFlow.
+    unpack += (" && sudo sed -i 's#TF_DOCKER_URL=.*#TF_DOCKER_URL="
+               'gcr.io/cloud-tpu-v2-images/grpc_tpu_worker:tf-2.20.0-pjrt"#\' '
+               '/etc/systemd/system/tpu-runtime.service && sudo systemctl '
+               'daemon-reload && sudo systemctl restart tpu-runtime')
+  install = next(l for l in lines if 'tar xzf' in l)
+  assert f'--command={unpack}' in shlex.split(install)
+  environment = next(l for l in out if l.startswith(f'# image {image}, '))
+  assert 'tensorflow-tpu 2.20.0 with its libtpu' in environment
+  assert ('TPU_NAME=my-slice TPU_LOAD_LIBRARY=0' in environment) == (
+      hosts > 1)
+  assert ('NEXT_PLUGGABLE_DEVICE_USE_C_API=true' in environment) == (
+      hosts == 1)
+  assert f'# zone {zone}: offers {accelerator}' in '\n'.join(out)
   tpu = ('TPU_NAME=my-slice TPU_LOAD_LIBRARY=0 ', '--tpu=my-slice') if (
       hosts > 1) else ('', '--tpu=local')
   start = (
@@ -132,7 +202,7 @@ def test_dry_run_prints_documented_commands(accelerator, extra):
       '.venv/bin/python train.py --gin_file=gin/bert_v3_32.gin '
       f'--gin_file=launch.gin --gin.SEED=1 {tpu[1]} '
       "--model_dir=gs://bucket/bert/run_1 </dev/null >/dev/null 2>&1 &' "
-      f'{AT}')
+      f'{at}')
   assert start in lines
   kind = 'queued-resources' if queued else 'tpu-vm'
   assert lines[-1].startswith(f'gcloud compute tpus {kind} delete my-slice')
@@ -141,6 +211,21 @@ def test_dry_run_prints_documented_commands(accelerator, extra):
   chips = tpu_slices.parse(accelerator).chips
   assert f'{chips} chips on {hosts} host' in cost
   assert ('caps it at' in cost) == ('--max_hours=3' in extra)
+
+
+def test_v6e_is_launched_with_what_google_says_of_tensorflow_there():
+  out = dry_run('v6e-8', "--gin_param=ACCELERATOR='v6e-8'")
+  note = next(l for l in out if l.startswith('# note: v6e'))
+  assert "v6e training guides cover JAX and PyTorch only" in note
+
+
+def test_valid_until_without_queued_names_the_real_cause():
+  line = dry_run('v3-32', '--tier=spot', '--valid_until=6h', code=2)
+  assert line.startswith('error: --valid_until=6h needs --queued: only a '
+                         'queued resource waits for capacity')
+  assert 'spot' not in line
+  line = dry_run('v3-32', '--tier=guaranteed', code=2)
+  assert line.startswith('error: --tier=guaranteed needs --queued')
 
 
 def test_a_slice_the_experiment_is_not_for_is_refused_before_anything():
@@ -152,8 +237,6 @@ def test_a_slice_the_experiment_is_not_for_is_refused_before_anything():
   assert 'public v3 slices end at v3-2048' in line
   line = dry_run('v3-32', gin_file='gin/resnet_quickstart.gin', code=2)
   assert "trains on hardware 'default', not a TPU" in line
-  line = dry_run('v3-32', '--tier=guaranteed', code=2)
-  assert 'need --queued' in line
 
 
 @pytest.mark.parametrize('code,state,timed,decision', [
@@ -575,3 +658,52 @@ def test_max_hours_stops_a_queued_wait_and_deletes_the_request(
           in capfd.readouterr().err)
   assert server.calls[-1] == ('delete queuedResources', 'my-slice')
   assert server.queued == {}
+
+
+def documented_launch_commands():
+  """Each `python -m tools.launch` command of README.md and docs/, its
+  continuation lines joined, as shlex words after `tools.launch`; an
+  optional `[...]` group is kept, its alternatives' first choice taken."""
+  found = []
+  for path in ['README.md'] + sorted(
+      os.path.join('docs', n) for n in os.listdir(
+          os.path.join(helpers.ROOT, 'docs')) if n.endswith('.md')):
+    with open(os.path.join(helpers.ROOT, path)) as f:
+      text = f.read().replace('\\\n', ' ')
+    for block in re.findall(r'```(?:sh|bash)\n(.*?)```', text, re.S):
+      for line in block.splitlines():
+        if line.startswith('python -m tools.launch '):
+          line = re.sub(r'\[(--[^\]|]*)(\|[^\]]*)?\]', r'\1', line)
+          found.append((path, shlex.split(line)[3:]))
+  return found
+
+
+COMMANDS = documented_launch_commands()
+
+
+def test_the_docs_have_launch_commands():
+  assert len(COMMANDS) >= 4
+  assert any(path == 'README.md' for path, _ in COMMANDS)
+
+
+@pytest.mark.parametrize('path,words', COMMANDS,
+                         ids=[f'{p}:{i}' for i, (p, _) in enumerate(COMMANDS)])
+def test_every_documented_launch_command_runs_as_a_dry_run(path, words,
+                                                           tmp_path):
+  """The command as the page prints it, without --execute (and --preflight,
+  which needs the bucket): it passes every check and prints its plan."""
+  from absl import flags
+  words = [w for w in words if w not in ('--execute', '--preflight')]
+  if any(w.startswith('--backend=gke') for w in words):
+    words.append(f'--manifest_dir={tmp_path}')
+  values = flags.FlagValues()
+  launch.define_flags(values)
+  values(['launch', *words])
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    code = launch.main([], values)
+  assert code == 0, f'{path}: {err.getvalue().strip()}'
+  lines = out.getvalue().splitlines()
+  for line in lines:
+    if line.startswith('gcloud'):
+      gcloud.check(shlex.split(line))

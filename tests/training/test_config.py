@@ -1,5 +1,8 @@
 """Gin values of the wrong type are named (binding, macro, expected type)
-before anything runs; every experiment's own values pass the check."""
+before anything runs; every experiment's own values pass the check; gin
+files are found by name from any folder, and a missing one is one line."""
+
+import os
 
 import gin
 import pytest
@@ -112,3 +115,110 @@ def test_tools_reusing_a_training_command_accept_its_hardware_macros():
   with pytest.raises(ValueError, match='TRAIN_STEP is set'):
     gin_config.parse(['gin/resnet_quickstart.gin'], ['TRAIN_STEP = 2'],
                      unread_macros='known')
+
+
+# -- Finding gin files by name (T5X's --gin_search_paths) ---------------------
+
+
+@pytest.mark.parametrize('name,found', [
+    ('bert_pod.gin', 'gin/bert_pod.gin'),
+    ('gin/bert_pod.gin', 'gin/bert_pod.gin'),
+    ('hardware/tpu.gin', 'gin/hardware/tpu.gin'),
+    ('tpu.gin', 'gin/hardware/tpu.gin'),        # A subfolder's, by its name.
+    ('models/ssd.gin', 'gin/models/ssd.gin'),
+])
+def test_gin_files_are_found_by_name_from_any_folder(name, found, tmp_path,
+                                                     monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  assert gin_config.resolve_gin_file(name) == found
+
+
+def test_a_file_in_the_working_directory_or_a_search_path_comes_first(
+    tmp_path, monkeypatch):
+  mine = tmp_path / 'mine'
+  mine.mkdir()
+  (mine / 'bert_pod.gin').write_text("include 'base.gin'\n")
+  (mine / 'base.gin').write_text('TRAIN_STEPS = 3\n')
+  monkeypatch.chdir(tmp_path)
+  assert gin_config.resolve_gin_file('mine/bert_pod.gin') == str(
+      mine / 'bert_pod.gin')
+  found = gin_config.resolve_gin_files(['bert_pod.gin'], [str(mine)])
+  assert found == [str(mine / 'bert_pod.gin')]
+  gin.parse_config_files_and_bindings(found, [])  # Its include: from mine/.
+  assert gin.query_parameter('%TRAIN_STEPS') == 3
+
+
+@pytest.mark.parametrize('name,nearest', [
+    ('bert_pd.gin', 'nearest: gin/bert_pod.gin, gin/models/bert.gin.'),
+    ('resnet_quickstar.gin', 'nearest: gin/resnet_quickstart.gin'),
+    ('gin/hardware/tpu_v3_23.gin', 'nearest: gin/hardware/tpu_v3_32.gin'),
+])
+def test_a_gin_file_not_found_is_one_line_naming_the_nearest(name, nearest):
+  with pytest.raises(ValueError) as e:
+    gin_config.resolve_gin_file(name)
+  message = str(e.value)
+  assert message.startswith(f'--gin_file={name}: no such file in the working '
+                            "directory, the repository's gin/ and its "
+                            'subfolders; ')
+  assert nearest in message and '\n' not in message
+
+
+def test_the_design_card_command_resolves_and_stops_at_the_no_tpu_line(
+    tmp_path):
+  """`python train.py --gin_file=bert_pod.gin`, verbatim, from the
+  repository and from another folder: the file is found, the run stops in
+  one line because this machine has no TPU (exit 4), before asking for
+  DATA_DIR, with nothing left behind and none of gin's lookup noise."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  from tests import helpers  # pylint: disable=import-outside-toplevel
+  from training import exit_codes  # pylint: disable=import-outside-toplevel
+  elsewhere = tmp_path / 'elsewhere'
+  elsewhere.mkdir()
+  for cwd, train_py in ((helpers.ROOT, 'train.py'),
+                        (str(elsewhere), f'{helpers.ROOT}/train.py')):
+    env = {k: v for k, v in os.environ.items() if k != 'TPU_NAME'}
+    done = subprocess.run(
+        [helpers.PYTHON, train_py, '--gin_file=bert_pod.gin'], cwd=cwd,
+        capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
+        env=dict(env, GCE_METADATA_HOST=f'127.0.0.1:{helpers.free_port()}'))
+    assert done.returncode == exit_codes.NO_TPU, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith(
+        'error: this experiment trains on a TPU (its hardware file is a TPU '
+        "one) and, without --tpu or $TPU_NAME, uses this VM's own: no TPU on "
+        'this machine')
+    assert done.stdout.startswith('model_dir: runs/bert_pod_')
+    assert not os.path.exists(os.path.join(cwd, 'runs')) or not [
+        d for d in os.listdir(os.path.join(cwd, 'runs'))
+        if d.startswith('bert_pod_')]
+  done = subprocess.run(
+      [helpers.PYTHON, f'{helpers.ROOT}/train.py', '--gin_file=bert_pd.gin'],
+      cwd=str(elsewhere), capture_output=True, text=True,
+      timeout=helpers.HANG_SECONDS)
+  assert done.returncode == exit_codes.USER_ERROR
+  assert done.stderr.strip() == (
+      '''error: --gin_file=bert_pd.gin: no such file in the working '''
+      '''directory, the repository's gin/ and its subfolders; nearest: '''
+      '''gin/bert_pod.gin, gin/models/bert.gin. Add a folder with '''
+      '''--gin_search_paths.''')
+
+
+@pytest.mark.parametrize('command', [
+    ['tools/export_savedmodel.py', '--checkpoint_dir=x', '--export_dir=y'],
+    ['inference/run.py', '--dataset=x', '--output_dir=y'],
+    ['tools/predict.py'],
+])
+def test_every_tool_taking_gin_files_finds_them_the_same_way(command):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  from tests import helpers  # pylint: disable=import-outside-toplevel
+  done = subprocess.run(
+      [helpers.PYTHON, os.path.join(helpers.ROOT, command[0]), *command[1:],
+       '--gin_file=resnet_quickstar.gin'],
+      cwd='/', capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines() == [
+      "error: --gin_file=resnet_quickstar.gin: no such file in the working "
+      "directory, the repository's gin/ and its subfolders; nearest: "
+      'gin/resnet_quickstart.gin, gin/bert_quickstart.gin. Add a folder with '
+      '--gin_search_paths.']
