@@ -62,7 +62,8 @@ def test_cli_writes_configs_and_accepts_gin_sugar(quickstart_data, tmp_path):
 
 def test_gin_mistakes_fail_before_anything_runs(tmp_path):
   cases = {
-      'gin.REQUIRED': ['--gin_file=gin/resnet50_pod.gin'],
+      'gin.REQUIRED': ['--gin_file=gin/resnet50_pod.gin',
+                       '--gin_file=gin/hardware/cpu.gin'],
       "No configurable matching 'models.resnet.ResNt'": [
           '--gin_file=gin/resnet_quickstart.gin',
           '--gin_param=models.resnet.ResNt.depth=18'],

@@ -47,7 +47,7 @@ def _gin_files_under(folder: str) -> list[str]:
   return sorted(found)
 
 
-def _shown(path: str) -> str:
+def shown_path(path: str) -> str:
   """A gin file as commands and messages name it: relative to the
   repository inside it (gin/bert_pod.gin), else absolute."""
   path = os.path.abspath(path)
@@ -60,7 +60,7 @@ def resolve_gin_file(name: str, search_paths=()) -> str:
   as given (from the working directory, or absolute), then under each
   search path, the repository and its gin/, then by file name in gin/'s
   subfolders (`tpu.gin` is gin/hardware/tpu.gin). Returns it as
-  `_shown` writes it, so `bert_pod.gin` and `gin/bert_pod.gin` are one
+  `shown_path` writes it, so `bert_pod.gin` and `gin/bert_pod.gin` are one
   experiment everywhere (logs, predict's stored costs, the launcher).
 
   Raises:
@@ -70,16 +70,16 @@ def resolve_gin_file(name: str, search_paths=()) -> str:
   bases = [*search_paths, ROOT, GIN_FOLDER]
   for candidate in [name] + [os.path.join(b, name) for b in bases]:
     if os.path.isfile(candidate):
-      return _shown(candidate)
+      return shown_path(candidate)
   if os.sep not in name and '/' not in name:
     matches = [p for p in _gin_files_under(GIN_FOLDER)
                if os.path.basename(p) == name]
     if len(matches) == 1:
-      return _shown(matches[0])
+      return shown_path(matches[0])
     if matches:
       raise ValueError(f'--gin_file={name} is ambiguous: '
-                       f'{", ".join(map(_shown, matches))}; give its folder.')
-  known = [_shown(p) for b in [*search_paths, GIN_FOLDER]
+                       f'{", ".join(map(shown_path, matches))}; give its folder.')
+  known = [shown_path(p) for b in [*search_paths, GIN_FOLDER]
            for p in _gin_files_under(b)]
   by_name = {}
   for path in known:
@@ -90,7 +90,7 @@ def resolve_gin_file(name: str, search_paths=()) -> str:
   where = ', '.join(['the working directory', *search_paths,
                      "the repository's gin/ and its subfolders"])
   hint = (f'nearest: {", ".join(nearest)}' if nearest else
-          f'the experiments are in {_shown(GIN_FOLDER)}/')
+          f'the experiments are in {shown_path(GIN_FOLDER)}/')
   raise ValueError(f'--gin_file={name}: no such file in {where}; {hint}. '
                    'Add a folder with --gin_search_paths.')
 

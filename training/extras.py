@@ -9,6 +9,8 @@ instead of a traceback.
 
 import re
 
+from training import config
+
 # Top-level module -> (requirements file, the make target that installs it).
 EXTRAS = {
     'tensorflow_text': ('requirements-bert.txt or requirements-transformer.txt',
@@ -38,6 +40,7 @@ def explain(error: ImportError) -> str | None:
   file, target = EXTRAS[top]
   where = re.search(r'In file "([^"]+)", line \d+\s+import ([\w.]+)',
                     str(error))
-  via = f' ({where[1]} imports {where[2]}, which needs it)' if where else ''
+  via = (f' ({config.shown_path(where[1])} imports {where[2]}, which needs '
+         'it)' if where else '')
   return (f'{name} is not installed{via}: pip install -r {file} ({target} '
           'does it too).')

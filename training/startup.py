@@ -22,6 +22,11 @@ after start-up, and every warning and error of ours, still print.
 `--verbose` on the command line, MLPERF_VERBOSE=1 or TF_CPP_MIN_LOG_LEVEL=0
 brings all of these lines back (another TF_CPP_MIN_LOG_LEVEL of the user's
 is kept; the start-up noise still goes).
+
+On a TPU VM it sets, before TensorFlow loads, the PJRT variables Google's
+own TensorFlow TPU tests set for a process that drives its VM's TPU
+(`tpu_environment`), so train.py, the tools, the job runner's runs and the
+notebook all use the TPU the same way.
 """
 
 import contextlib

@@ -19,10 +19,12 @@ def test_default_and_one_device_have_one_replica():
   assert isinstance(s, tf.distribute.OneDeviceStrategy)
 
 
-def test_unknown_kind_and_missing_tpu_name_are_clear_errors():
+def test_unknown_kind_is_clear_and_a_tpu_defaults_to_this_vm_s(monkeypatch):
   with pytest.raises(ValueError, match='Unknown strategy kind'):
     strategies.make_strategy(kind='gpu')
-  with pytest.raises(ValueError, match='--tpu=NAME'):
+  # No --tpu and no $TPU_NAME: this VM's own TPU, and there is none here.
+  monkeypatch.delenv('TPU_NAME', raising=False)
+  with pytest.raises(ValueError, match='^--tpu=local: no TPU on this machine'):
     strategies.make_strategy(kind='tpu')
 
 

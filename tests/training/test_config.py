@@ -163,6 +163,7 @@ def test_a_gin_file_not_found_is_one_line_naming_the_nearest(name, nearest):
   assert nearest in message and '\n' not in message
 
 
+@pytest.mark.slow  # Three train.py processes (about 18 s).
 def test_the_design_card_command_resolves_and_stops_at_the_no_tpu_line(
     tmp_path):
   """`python train.py --gin_file=bert_pod.gin`, verbatim, from the
@@ -203,6 +204,7 @@ def test_the_design_card_command_resolves_and_stops_at_the_no_tpu_line(
       '''--gin_search_paths.''')
 
 
+@pytest.mark.slow  # A process each.
 @pytest.mark.parametrize('command', [
     ['tools/export_savedmodel.py', '--checkpoint_dir=x', '--export_dir=y'],
     ['inference/run.py', '--dataset=x', '--output_dir=y'],
