@@ -167,8 +167,7 @@ def tpu_environment(environ=None, devices=TPU_DEVICE_FILES) -> dict:
   library = libtpu_path()
   if not library:
     return {}
-  wanted = {'NEXT_PLUGGABLE_DEVICE_USE_C_API': 'true',
-            'TF_PLUGGABLE_DEVICE_LIBRARY_PATH': library}
+  wanted = dict(zip(PJRT_VARIABLES, ('true', library)))
   return {k: v for k, v in wanted.items() if k not in environ}
 
 
