@@ -314,4 +314,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(app.run(main))
+  app.run(startup.tool_main(main))

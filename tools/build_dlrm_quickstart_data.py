@@ -54,6 +54,8 @@ def define_flags():
 if __name__ == '__main__':
   startup.parse_flags_early(define_flags)
 
+startup.import_tensorflow()  # First: TensorFlow without Keras, quiet.
+# pylint: disable=wrong-import-position
 from tools import click_records
 
 TRAIN_SHARDS = 4
@@ -169,4 +171,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(startup.tool_main(main))

@@ -81,4 +81,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(main)
+  app.run(startup.tool_main(main))

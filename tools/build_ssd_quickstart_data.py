@@ -30,6 +30,8 @@ from absl import flags
 import numpy as np
 from PIL import Image
 
+from training import startup
+
 CANVAS = 160
 TRAIN_CANVASES = 1200
 DIGIT_SIZES = (20, 56)
@@ -158,4 +160,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('output_dir', 'data/ssd_quickstart', 'Output folder.')
   flags.DEFINE_integer('seed', 0, 'Seed of the canvases.')
   FLAGS = flags.FLAGS
-  app.run(main)
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

@@ -319,4 +319,4 @@ def run(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(run)
+  app.run(startup.tool_main(run))

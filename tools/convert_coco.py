@@ -263,4 +263,5 @@ if __name__ == '__main__':
   flags.mark_flags_as_required(['annotations', 'images', 'output_dir',
                                 'split'])
   FLAGS = flags.FLAGS
-  app.run(main)
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

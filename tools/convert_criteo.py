@@ -47,10 +47,11 @@ import dataclasses
 import gzip
 import math
 import os
-import sys
 
 from absl import app
 from absl import flags
+
+from training import startup
 
 NUM_DENSE = 13
 NUM_SPARSE = 26
@@ -94,7 +95,7 @@ def parse_line(line: str, where: str):
 
 
 def _open(path: str):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf = startup.import_tensorflow()  # Here: --help answers at once.
   f = tf.io.gfile.GFile(path, 'rb')
   return gzip.open(f, 'rt') if path.endswith('.gz') else _Text(f)
 
@@ -144,7 +145,7 @@ def read(files: list[str], on_bad_line: str, skipped: Skipped):
 
 
 def list_inputs(patterns: str, flag: str) -> list[str]:
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf = startup.import_tensorflow()  # Here: --help answers at once.
   files = []
   for pattern in [p for p in patterns.split(',') if p]:
     matched = sorted(tf.io.gfile.glob(pattern))
@@ -172,6 +173,7 @@ def convert(*, train_files: list[str], eval_files: list[str],
             train_shards: int = 64, eval_shards: int = 16,
             on_bad_line: str = 'fail') -> dict:
   """Writes the records and metadata.json; returns the metadata."""
+  startup.import_tensorflow()  # Quiet, without Keras, before click_records.
   from tools import click_records  # pylint: disable=g-import-not-at-top
   if vocab not in VOCABS:
     raise ValueError(f'--vocab must be one of {VOCABS}, got {vocab!r}.')
@@ -216,16 +218,15 @@ def convert(*, train_files: list[str], eval_files: list[str],
 def main(argv):
   del argv
   f = flags.FLAGS
-  try:
-    sizes = table_sizes(f.table_sizes) if f.table_sizes else None
-    metadata = convert(
-        train_files=list_inputs(f.input, 'input'),
-        eval_files=list_inputs(f.eval_input, 'eval_input'),
-        output_dir=f.output_dir, vocab=f.vocab, sizes=sizes,
-        train_shards=f.train_shards, eval_shards=f.eval_shards,
-        on_bad_line=f.on_bad_line)
-  except (ValueError, FileNotFoundError) as e:
-    sys.exit(f'error: {e}')
+  # A bad line or a missing input raises ValueError or FileNotFoundError:
+  # one line and exit 2 (startup.tool_main).
+  sizes = table_sizes(f.table_sizes) if f.table_sizes else None
+  metadata = convert(
+      train_files=list_inputs(f.input, 'input'),
+      eval_files=list_inputs(f.eval_input, 'eval_input'),
+      output_dir=f.output_dir, vocab=f.vocab, sizes=sizes,
+      train_shards=f.train_shards, eval_shards=f.eval_shards,
+      on_bad_line=f.on_bad_line)
   print(f'{metadata["train_examples"]} training and '
         f'{metadata["eval_examples"]} eval lines in {f.output_dir}; tables '
         f'{metadata["vocab_sizes"]}')
@@ -249,4 +250,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('eval_shards', 16, 'Eval record files.')
   flags.DEFINE_enum('on_bad_line', 'fail', ON_BAD_LINE,
                     'fail: stop naming the line; skip: leave it out, count it.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

@@ -91,4 +91,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(lambda argv: sys.exit(main(argv)))
+  app.run(startup.tool_main(main))

@@ -45,6 +45,7 @@ import sys
 from absl import app
 from absl import flags
 
+from training import startup
 from training.time_to_accuracy import MLLOG_PREFIX
 
 FLAGS = flags.FLAGS
@@ -280,4 +281,5 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(lambda argv: sys.exit(main(argv)))
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

@@ -56,6 +56,7 @@ from tools import gcloud as gcloud_lib
 from tools import gke
 from training import config as gin_config
 from training import exit_codes
+from training import startup
 
 FLAGS = flags.FLAGS
 TIERS = ('on-demand', 'spot', 'reserved', 'guaranteed', 'best-effort')
@@ -512,4 +513,5 @@ def define_flags(flag_values=FLAGS):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(lambda argv: sys.exit(main(argv)))
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

@@ -331,4 +331,4 @@ def main(argv):
 if __name__ == '__main__':
   startup.parse_flags_early(define_flags)
   startup.import_tensorflow()
-  app.run(lambda argv: sys.exit(main(argv)))
+  app.run(startup.tool_main(main))

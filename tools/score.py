@@ -31,6 +31,7 @@ import tempfile
 from absl import app
 from absl import flags
 
+from training import startup
 from training import time_to_accuracy
 
 FLAGS = flags.FLAGS
@@ -224,4 +225,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('collect_to', '', 'The folder that model dirs\' logs '
                       'are copied into, as <system>/<benchmark>/result_<i>.txt '
                       '(default: a new temporary folder).')
-  app.run(lambda argv: sys.exit(main(argv)))
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

@@ -18,6 +18,8 @@ import sys
 from absl import app
 from absl import flags
 
+from training import startup
+
 FLAGS = flags.FLAGS
 
 
@@ -105,4 +107,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_multi_string('pattern', [], 'File name globs (default: all).')
   flags.DEFINE_integer('workers', 8, 'Parallel uploads.')
-  app.run(lambda argv: sys.exit(main(argv)))
+  startup.parse_flags_early(lambda: None)
+  app.run(startup.tool_main(main))

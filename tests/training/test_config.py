@@ -202,25 +202,3 @@ def test_the_design_card_command_resolves_and_stops_at_the_no_tpu_line(
       '''directory, the repository's gin/ and its subfolders; nearest: '''
       '''gin/bert_pod.gin, gin/models/bert.gin. Add a folder with '''
       '''--gin_search_paths.''')
-
-
-@pytest.mark.slow  # A process each.
-@pytest.mark.parametrize('command', [
-    ['tools/export_savedmodel.py', '--checkpoint_dir=x', '--export_dir=y'],
-    ['inference/run.py', '--dataset=x', '--output_dir=y'],
-    ['tools/predict.py'],
-])
-def test_every_tool_taking_gin_files_finds_them_the_same_way(command):
-  import subprocess  # pylint: disable=import-outside-toplevel
-  from tests import helpers  # pylint: disable=import-outside-toplevel
-  done = subprocess.run(
-      [helpers.PYTHON, os.path.join(helpers.ROOT, command[0]), *command[1:],
-       '--gin_file=resnet_quickstar.gin'],
-      cwd='/', capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
-      env=dict(os.environ, PYTHONPATH=helpers.ROOT))
-  assert done.returncode == 2, done.stderr[-2000:]
-  assert done.stderr.strip().splitlines() == [
-      "error: --gin_file=resnet_quickstar.gin: no such file in the working "
-      "directory, the repository's gin/ and its subfolders; nearest: "
-      'gin/resnet_quickstart.gin, gin/bert_quickstart.gin. Add a folder with '
-      '--gin_search_paths.']

@@ -1,0 +1,94 @@
+"""Every command-line tool keeps the bad-input contract: a missing or
+malformed input, a flag error or a missing flag is one `error:` line on
+stderr naming it, exit 2, and nothing written (training/startup.py
+`tool_main` and `parse_flags_early`)."""
+
+import os
+import subprocess
+
+import pytest
+
+from tests import helpers
+
+MISSING = '/nonexistent/input'
+
+
+def run(tmp_path, module, *args):
+  """`python -m module ARGS` from another folder; (code, stderr lines)."""
+  done = subprocess.run(
+      [helpers.PYTHON, '-m', module, *args], cwd=str(tmp_path),
+      capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
+      env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+  return done.returncode, done.stderr.strip().splitlines()
+
+
+def malformed(tmp_path, name, text):
+  path = tmp_path / name
+  path.write_text(text)
+  return str(path)
+
+
+CASES = {
+    'image folder missing': (
+        'tools.convert_image_folder',
+        lambda t: [f'--input_dir={MISSING}', f'--output_prefix={t}/out/x'],
+        'error: Could not find directory /nonexistent/input'),
+    'coco annotations missing': (
+        'tools.convert_coco',
+        lambda t: [f'--annotations={MISSING}.json', f'--images={t}',
+                   f'--output_dir={t}/out', '--split=val'],
+        'error: /nonexistent/input.json: no such file or folder; check the '
+        'path given'),
+    'coco annotations malformed': (
+        'tools.convert_coco',
+        lambda t: [f'--annotations={malformed(t, "a.json", "{oops")}',
+                   f'--images={t}', f'--output_dir={t}/out', '--split=val'],
+        'is not JSON'),
+    'pretraining vocabulary missing': (
+        'tools.create_pretraining_data',
+        lambda t: [f'--input_file={malformed(t, "c.txt", "a b .")}',
+                   f'--vocab_file={MISSING}', f'--output_file={t}/out/x'],
+        'error: /nonexistent/input: no such file or folder'),
+    'vocabulary corpus missing': (
+        'tools.build_vocab',
+        lambda t: [f'--input_file={MISSING}', f'--vocab_file={t}/out/v.txt'],
+        'error: /nonexistent/input: no such file or folder'),
+    'criteo line malformed': (
+        'tools.convert_criteo',
+        lambda t: ['--input=' + malformed(t, 'd.tsv', '1\t2\t3\n'),
+                   f'--eval_input={t}/d.tsv', f'--output_dir={t}/out'],
+        'error: '),
+    'checkpoint missing': (
+        'tools.export_savedmodel',
+        lambda t: ['--gin_file=resnet_quickstart.gin',
+                   f'--checkpoint_dir={MISSING}', f'--export_dir={t}/out'],
+        'error: No checkpoint in /nonexistent/input/checkpoints'),
+    'loadgen dataset missing': (
+        'inference.run',
+        lambda t: ['--gin_file=resnet_quickstart.gin', '--noop_backend',
+                   f'--dataset={MISSING}', f'--output_dir={t}/out'],
+        'error: '),
+    'gin file misspelt': (
+        'tools.predict', lambda t: ['--gin_file=resnet_quickstar.gin'],
+        "error: --gin_file=resnet_quickstar.gin: no such file in the working "
+        "directory, the repository's gin/ and its subfolders; nearest: "
+        'gin/resnet_quickstart.gin'),
+    'unknown flag': (
+        'tools.convert_criteo', lambda t: ['--bogus=1'],
+        "error: Unknown command line flag 'bogus' (--help lists the flags)."),
+    'required flag missing': (
+        'tools.build_vocab', lambda t: [f'--vocab_file={t}/out/v.txt'],
+        'error: --input_file is required (--help lists the flags).'),
+}
+
+
+# Slow: a process each, most of them importing TensorFlow (about 4 s).
+@pytest.mark.slow
+@pytest.mark.parametrize('case', sorted(CASES))
+def test_bad_input_is_one_line_exit_2_and_nothing_written(case, tmp_path):
+  module, args, expected = CASES[case]
+  code, lines = run(tmp_path, module, *args(tmp_path))
+  assert code == 2, '\n'.join(lines[-20:])
+  assert len(lines) == 1 and lines[0].startswith('error: '), lines[-20:]
+  assert expected in lines[0]
+  assert not (tmp_path / 'out').exists()
