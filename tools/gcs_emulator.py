@@ -125,6 +125,31 @@ def _keep_bucket_locations() -> None:
         handlers[method] = insert
 
 
+def _answer_resumable_status_as_gcs() -> None:
+  """A resumable upload's status (308 Resume Incomplete) carries a Range
+  header only when bytes were persisted, as GCS documents
+  (https://cloud.google.com/storage/docs/performing-resumable-uploads,
+  "Check the status of a resumable upload", read 2026-12-04: no Range
+  header means no bytes). gcp-storage-emulator answers `bytes=0-0` for
+  none, claiming one byte: TensorFlow, recovering from a failed chunk,
+  then resumes at byte 1 and the emulator refuses it (400 "Invalid
+  Content-Range start"), so a write fault tested the emulator, not the
+  suite."""
+  from gcp_storage_emulator.handlers import objects
+
+  incomplete = objects._resumable_incomplete  # pylint: disable=protected-access
+  if getattr(incomplete, 'as_gcs', False):
+    return
+
+  def resumable_incomplete(response, storage, upload_id, fallback_end=0):
+    incomplete(response, storage, upload_id, fallback_end)
+    if not storage.get_resumable_byte_count(upload_id):
+      response._headers.pop('Range', None)  # pylint: disable=protected-access
+
+  resumable_incomplete.as_gcs = True
+  objects._resumable_incomplete = resumable_incomplete  # pylint: disable=protected-access
+
+
 def start_emulator(bucket: str):
   """Starts gcp-storage-emulator in memory with `bucket`; returns (server, port)."""
   from gcp_storage_emulator.handlers import objects
@@ -142,6 +167,7 @@ def start_emulator(bucket: str):
   objects._media_upload = media_upload_allowing_empty_body  # pylint: disable=protected-access
   _enforce_generation_preconditions()
   _keep_bucket_locations()
+  _answer_resumable_status_as_gcs()
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
