@@ -22,9 +22,10 @@ $(addprefix $(VENV)/.,$(EXTRAS)): $(VENV)/.%: requirements-%.txt $(VENV)/.core
 	$(VENV)/bin/pip install -q -r $<
 	touch $@
 
-# recbole is read for the MovieLens copy it ships, never imported: no deps.
+# recbole's wheel is read for the MovieLens copy it ships, never installed
+# (installed, its missing torch would trip every later pip install).
 $(VENV)/.dlrm: requirements-dlrm.txt $(VENV)/.core
-	$(VENV)/bin/pip install -q --no-deps -r $<
+	$(VENV)/bin/pip download -q --no-deps -d $(VENV)/wheels -r $<
 	touch $@
 
 $(VENV)/.installed: requirements-test.txt $(addprefix $(VENV)/.,$(EXTRAS) dlrm)

@@ -217,5 +217,5 @@ def dlrm_data(tmp_path_factory):
 
   def build(out):
     return build_dlrm_quickstart_data.build(
-        str(out), build_dlrm_quickstart_data.movielens_folder())
+        str(out), build_dlrm_quickstart_data.movielens_source())
   return built_once(tmp_path_factory, 'dlrm_data', build)[0]

@@ -4,11 +4,14 @@
 
 The data: the 100,000 ratings of 943 users on 1,682 films of MovieLens-100k
 (GroupLens, University of Minnesota), in the copy the MIT-licensed
-`recbole` wheel bundles (recbole/dataset_example/ml-100k: nothing is
-downloaded, and recbole itself, which needs torch, is never imported;
-requirements-dlrm.txt installs it with --no-deps). MovieLens's own terms
-allow research use and ask that the data not be redistributed: this
-builder reads it from the installed wheel and writes the records locally.
+`recbole` wheel bundles (recbole/dataset_example/ml-100k). The wheel is
+read as the zip file it is, never installed: `make dlrm_data` downloads it
+with `pip download --no-deps -r requirements-dlrm.txt` into the venv's
+wheels/ folder, where this builder looks first (--movielens names another
+wheel or an ml-100k folder). Installed, recbole (which needs torch) would
+trip every later pip install over its missing dependencies. MovieLens's own
+terms allow research use and ask that the data not be redistributed: this
+builder reads it from the wheel and writes the records locally.
 
 Why MovieLens: it is a real table of people's choices, with user and item
 ids whose tables a model must learn (the part of DLRM that Criteo's 26
@@ -33,9 +36,11 @@ Output: `train-*` (4 shards), `eval-*` (2 shards) and metadata.json
 """
 
 import collections
+import glob
 import importlib.util
 import os
 import sys
+import zipfile
 
 from absl import app
 from absl import flags
@@ -49,6 +54,9 @@ from training import startup
 def define_flags():
   flags.DEFINE_string('output_dir', 'data/dlrm_quickstart',
                       'Where the records and metadata.json go.')
+  flags.DEFINE_string('movielens', '', 'The recbole 1.2.1 wheel or an '
+                      'ml-100k folder (default: the wheel in the venv\'s '
+                      'wheels/, else an installed recbole).')
 
 
 if __name__ == '__main__':
@@ -68,36 +76,56 @@ DENSE_FEATURES = ('age', 'release_year', 'time')
 NEUTRAL_RATING = 3.0  # Left out: neither a click nor a pass.
 
 
-def movielens_folder() -> str:
-  """The ml-100k folder inside the installed recbole wheel."""
+WHEEL_FOLDER = os.path.join(sys.prefix, 'wheels')  # make dlrm_data's.
+IN_WHEEL = 'recbole/dataset_example/ml-100k'
+
+
+def movielens_source(given: str = '') -> str:
+  """MovieLens-100k: `given` (a recbole wheel or an ml-100k folder), else
+  the recbole wheel in WHEEL_FOLDER, else an installed recbole's folder.
+
+  Raises:
+    FileNotFoundError: one line saying how to get the wheel.
+  """
+  if given:
+    if not os.path.exists(given):
+      raise FileNotFoundError(f'--movielens={given}: no such file or folder.')
+    return given
+  wheels = sorted(glob.glob(os.path.join(WHEEL_FOLDER, 'recbole-*.whl')))
+  if wheels:
+    return wheels[-1]
   spec = importlib.util.find_spec('recbole')
-  if spec is None or not spec.submodule_search_locations:
-    raise FileNotFoundError(
-        'The recbole wheel is not installed: pip install --no-deps -r '
-        'requirements-dlrm.txt (it carries MovieLens-100k; its own '
-        'dependencies are not needed).')
-  folder = os.path.join(spec.submodule_search_locations[0],
+  if spec is not None and spec.submodule_search_locations:
+    return os.path.join(spec.submodule_search_locations[0],
                         'dataset_example', 'ml-100k')
-  if not os.path.isdir(folder):
-    raise FileNotFoundError(f'{folder} is missing: this recbole build does '
-                            'not bundle MovieLens-100k (1.2.1 does).')
-  return folder
+  raise FileNotFoundError(
+      f'No recbole wheel in {WHEEL_FOLDER} (it carries MovieLens-100k): '
+      f'pip download --no-deps -d {WHEEL_FOLDER} -r requirements-dlrm.txt '
+      '(make dlrm_data does it), or pass --movielens.')
 
 
-def _table(path: str) -> list[list[str]]:
-  with open(path, encoding='utf-8') as f:
-    lines = f.read().splitlines()
-  return [line.split('\t') for line in lines[1:] if line]
+def _table(source: str, name: str) -> list[list[str]]:
+  """The rows of one ml-100k file (its header line left out), from the
+  wheel or a folder."""
+  try:
+    if source.endswith('.whl'):
+      with zipfile.ZipFile(source) as wheel:
+        text = wheel.read(f'{IN_WHEEL}/{name}').decode('utf-8')
+    else:
+      with open(os.path.join(source, name), encoding='utf-8') as f:
+        text = f.read()
+  except (KeyError, zipfile.BadZipFile, FileNotFoundError) as e:
+    raise ValueError(f'{source} holds no MovieLens-100k {name} (recbole '
+                     f'1.2.1 does): {e}') from e
+  return [line.split('\t') for line in text.splitlines()[1:] if line]
 
 
-def impressions(folder: str) -> dict:
+def impressions(source: str) -> dict:
   """Every rating as raw feature values: {'label', sparse names, dense
   names} -> a list per feature, in the ratings file's order."""
-  users = {row[0]: row for row in _table(os.path.join(folder,
-                                                      'ml-100k.user'))}
-  items = {row[0]: row for row in _table(os.path.join(folder,
-                                                      'ml-100k.item'))}
-  ratings = _table(os.path.join(folder, 'ml-100k.inter'))
+  users = {row[0]: row for row in _table(source, 'ml-100k.user')}
+  items = {row[0]: row for row in _table(source, 'ml-100k.item')}
+  ratings = _table(source, 'ml-100k.inter')
   times = np.asarray([float(r[3]) for r in ratings])
   start, span = times.min(), times.max() - times.min()
   columns = collections.defaultdict(list)
@@ -126,9 +154,10 @@ def impressions(folder: str) -> dict:
   return columns
 
 
-def build(output_dir: str, folder: str) -> dict:
-  """Writes the records and metadata; returns the metadata's counts."""
-  columns = impressions(folder)
+def build(output_dir: str, source: str) -> dict:
+  """Writes the records and metadata from `movielens_source`'s answer;
+  returns the metadata's counts."""
+  columns = impressions(source)
   vocabularies = [click_records.frequency_vocabulary(
       collections.Counter(str(v) for v in columns[name]))
                   for name in SPARSE_FEATURES]
@@ -162,10 +191,9 @@ def build(output_dir: str, folder: str) -> dict:
 
 def main(argv):
   del argv
-  try:
-    counts = build(flags.FLAGS.output_dir, movielens_folder())
-  except FileNotFoundError as e:
-    sys.exit(f'error: {e}')
+  # No wheel, or not MovieLens: one line, exit 2 (startup.tool_main).
+  counts = build(flags.FLAGS.output_dir,
+                 movielens_source(flags.FLAGS.movielens))
   print(f'{counts["train"]} training and {counts["eval"]} eval impressions '
         f'in {flags.FLAGS.output_dir}; tables {counts["vocab_sizes"]}')
 
