@@ -69,6 +69,7 @@ from training import evaluator as evaluator_lib
 from training import events
 from training import extras
 from training import exit_codes
+from training import faults
 from training import mlperf_log
 from training import preemption
 from training import run_options
@@ -317,7 +318,9 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
 
 
 # Errors whose message says what to do: printed as one line, exit code 2
-# (4 for an unreachable TPU). Anything else is a crash: traceback, exit 3.
+# (4 for an unreachable TPU); a lost peer or unreachable storage is one line
+# and its own code (training/faults.py). Anything else is a crash:
+# traceback, exit 3.
 # The table of exit codes is training/exit_codes.py.
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
                FloatingPointError, run_lock.ModelDirInUse)
@@ -352,6 +355,10 @@ def main(argv, sugar_bindings):
     if missing and not flags.FLAGS.verbose:  # An optional requirement.
       print(f'error: {missing}', file=sys.stderr, flush=True)
       return EXIT_USER_ERROR
+    fault = faults.classify(e, flags.FLAGS.model_dir or '')
+    if fault and not flags.FLAGS.verbose:  # A peer or storage, not the run.
+      print(f'error: {fault.line}', file=sys.stderr, flush=True)
+      return fault.code
     traceback.print_exc()
     print(f'crashed (exit {exit_codes.CRASH}): the traceback above is the '
           'cause; this run is not a result.', file=sys.stderr, flush=True)

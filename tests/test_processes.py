@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
+from training import exit_codes
 
 pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
 
@@ -348,3 +349,41 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
                        f'--model_dir={tmp_path / "c"}'])
   assert no_experiment.returncode == 2
   assert 'gin/resnet_quickstart.gin' in no_experiment.stderr
+
+
+# Slow (about 30 s: two workers compile, then the coordination service's
+# heartbeat timeout): the one run of a lost peer through train.py.
+@pytest.mark.slow
+def test_a_stopped_worker_is_a_named_peer_loss_not_a_crash(quickstart_data,
+                                                           tmp_path):
+  """SIGSTOP one of two MultiWorkerMirrored workers: the other stops in one
+  line naming the lost task, with exit code PEER_LOST (the launcher reruns
+  it), and no traceback."""
+  workers = [f'127.0.0.1:{helpers.free_port()}' for _ in range(2)]
+  procs = []
+  for i in range(2):
+    env = dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+               TF_CONFIG=json.dumps({'cluster': {'worker': workers},
+                                     'task': {'type': 'worker', 'index': i}}))
+    procs.append(subprocess.Popen(
+        train_cmd(quickstart_data, str(tmp_path / 'run'),
+                  '--gin_file=gin/hardware/multi_worker.gin',
+                  '--gin.TRAIN_STEPS=3000', '--gin.EVAL_EVERY_STEPS=3000',
+                  '--gin.STEPS_PER_LOOP=2', '--gin.CHECKPOINT_EVERY_STEPS=0'),
+        cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True))
+  try:
+    for line in procs[1].stdout:  # Past the compile: training steps.
+      if line.startswith('step 10/'):
+        break
+    procs[1].send_signal(signal.SIGSTOP)
+    _, err = procs[0].communicate(timeout=helpers.HANG_SECONDS)
+  finally:
+    procs[1].send_signal(signal.SIGCONT)
+    procs[1].kill()
+    procs[1].communicate()
+  assert procs[0].returncode == exit_codes.PEER_LOST, err[-3000:]
+  assert 'Traceback' not in err
+  assert err.strip().splitlines()[-1].startswith(
+      'error: a peer was lost: /job:worker/replica:0/task:1 stopped sending '
+      'heartbeats')

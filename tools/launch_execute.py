@@ -46,8 +46,8 @@ def next_step(*, exit_code: int | None, node_state: str | None, timed: bool,
 
   exit_code is train.py's (training/exit_codes.py), None when the run's
   job vanished (its heartbeat stopped). A scored run (0, 1) is done. A
-  run is preempted when it exits 75 (it saved and stopped on SIGTERM) or
-  its node is lost (PREEMPTED, TERMINATED, or gone: node_state None); a
+  run is preempted when it exits 75 (it saved and stopped on SIGTERM), 69
+  (a peer lost) or 74 (storage unreachable), or its node is lost (PREEMPTED, TERMINATED, or gone: node_state None); a
   timed run then starts over in a new folder (retry + 1), an untimed one
   resumes in place (same retry). Bad input (2), a crash (3), no TPU on a
   healthy node (4) and a vanished job on a healthy node are not retried.
@@ -55,7 +55,7 @@ def next_step(*, exit_code: int | None, node_state: str | None, timed: bool,
   if exit_code in exit_codes.SCORED:
     return 'done', retry
   lost = node_state is None or node_state in LOST_STATES
-  if not (lost or exit_code == exit_codes.PREEMPTED):
+  if not (lost or exit_code in exit_codes.RERUN):
     return 'give_up', retry
   if retry >= max_retries:
     return 'give_up', retry

@@ -92,6 +92,10 @@ class ProgressLine:
               if event.known_at_step not in (None, event.step) else '')
       print(f'eval at step {event.step}: quality {event.quality:.4f} '
             f'(target {self.target}{late})', flush=True)
+    elif isinstance(event, ev.RunEnd) and event.error:
+      # Not a quality result: the error's own line follows.
+      print(f'run stopped by an error at step {event.step}, after '
+            f'{event.time_to_train:.1f} s (below).', flush=True)
     elif isinstance(event, ev.RunEnd):
       quality = event.quality if event.quality is not None else float('nan')
       print(f'run {event.status}: {self.quality_name} {quality:.4f} at step '

@@ -198,7 +198,8 @@ class Controller:
       self._drop_pending('the run stopped with an error')
       self._notify(ev.RunEnd(step=int(self.step.numpy()), status='aborted',
                              quality=None,
-                             time_to_train=time.time() - run_start))
+                             time_to_train=time.time() - run_start,
+                             error=True))
       raise
     time_to_train = time.time() - run_start
     step = int(self.step.numpy())

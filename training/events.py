@@ -73,6 +73,7 @@ class RunEnd:
   status: str  # 'success' or 'aborted' (MLPerf run_stop statuses).
   quality: float | None
   time_to_train: float
+  error: bool = False  # An exception ended the run (it follows).
 
 
 Event = (InitStart | InitEnd | RunStart | LoopStart | LoopEnd | EvalStart |

@@ -7,6 +7,8 @@
 | 2 | bad input or configuration, named in one `error:` line; nothing trained | not retried; fix and relaunch |
 | 3 | crash: an error the suite did not expect (traceback printed) | not scored; not retried unless the TPU was lost |
 | 4 | the TPU is not reachable or did not initialise (one `error:` line) | the node's state decides: recreated if lost, else not retried |
+| 69 | a peer was lost: a worker stopped sending heartbeats (one `error:` line naming it) | rerun, as a preemption |
+| 74 | storage stayed unreachable past TensorFlow's retries (one `error:` line naming the operation) | rerun, as a preemption |
 | 75 | preempted (SIGTERM/SIGINT), saved at a loop end | rerun (timed: from scratch; untimed: resumed) |
 | 128+N | killed by signal N (a second signal, or the grace period over) | as a lost node if the node is gone, else a crash |
 
@@ -18,7 +20,12 @@ BUDGET_USED = 1
 USER_ERROR = 2
 CRASH = 3
 NO_TPU = 4
+PEER_LOST = 69  # EX_UNAVAILABLE (training/faults.py).
+STORAGE_UNAVAILABLE = 74  # EX_IOERR (training/faults.py).
 PREEMPTED = 75  # EX_TEMPFAIL: try again (resume from model_dir).
+# Infrastructure, not the run: the launcher reruns these as it reruns a
+# preemption.
+RERUN = (PREEMPTED, PEER_LOST, STORAGE_UNAVAILABLE)
 
 # A run whose log is an MLPerf result (successful or not).
 SCORED = (TARGET_REACHED, BUDGET_USED)

@@ -1,0 +1,62 @@
+"""Infrastructure faults told apart from crashes: a peer that stopped, storage
+that stayed unreachable. Each is one `error:` line naming it and an exit
+code of its own (training/exit_codes.py: PEER_LOST, STORAGE_UNAVAILABLE)
+that the launcher reruns as it reruns a preemption, never a traceback that
+reads as the run's own failure.
+
+The texts are TensorFlow's, as its runtime raises them (TF 2.20 and 2.21):
+- a MultiWorkerMirrored peer that stops (SIGSTOP, a dead host): the
+  coordination service's "The following tasks are unhealthy (stopped
+  sending heartbeats): /job:worker/replica:0/task:1", raised into the
+  surviving workers' collectives about 10-20 s later;
+- gs:// that stays unreachable: TensorFlow's file system retries each
+  request ten times with backoff (about 200 s) and then raises "All 10
+  retry attempts failed. The last failure: ...".
+"""
+
+import dataclasses
+import re
+
+from training import error_text
+from training import exit_codes
+
+_UNHEALTHY = re.compile(
+    r'tasks are unhealthy \(stopped sending heartbeats\):\s*((?:/job:\S+\s*)+)')
+_RETRIES = re.compile(r'All \d+ retry attempts failed')
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+  """What stopped the run: its exit code and its one line."""
+  code: int
+  line: str
+
+
+def _chain(error: BaseException):
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    yield error
+    error = error.__cause__ or error.__context__
+
+
+def classify(error: BaseException, model_dir: str = '') -> Fault | None:
+  """The infrastructure fault behind `error` (or its causes), or None for
+  anything else (a crash)."""
+  where = (f' from the last checkpoint in {model_dir}/checkpoints'
+           if model_dir else ' from its last checkpoint')
+  for e in _chain(error):
+    text = str(e)
+    unhealthy = _UNHEALTHY.search(text)
+    if unhealthy:
+      peers = ', '.join(unhealthy[1].split())
+      return Fault(exit_codes.PEER_LOST, (
+          f'a peer was lost: {peers} stopped sending heartbeats (a stopped '
+          f'or dead worker); this worker stopped with it. Rerun the job: it '
+          f'resumes{where} (exit {exit_codes.PEER_LOST}).'))
+    if _RETRIES.search(text):
+      return Fault(exit_codes.STORAGE_UNAVAILABLE, (
+          f'storage stayed unreachable: {error_text.one_line(e, limit=300)} '
+          f'Rerun when it answers: the run resumes{where} (exit '
+          f'{exit_codes.STORAGE_UNAVAILABLE}).'))
+  return None
