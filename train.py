@@ -75,6 +75,7 @@ from training import preemption
 from training import run_options
 from training import run_lock
 from training import step as step_lib
+from training import watchdog as watchdog_lib
 from training import task as task_lib
 from training.task import Optimizer
 from training.task import Task
@@ -206,6 +207,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       model_dir=model_dir, chief=chief, worker_id=worker_id,
       max_to_keep=schedule.max_checkpoints, restart=options.restart,
       before_save=before_save, collective_save=plan.collective_save,
+      watchdog=watchdog_lib.Watchdog(
+          warn_after=options.stall_warning_seconds),
       model=saved_model, optimizer=slots, step=step)
 
   def check_start(start_step):

@@ -14,9 +14,11 @@ under `unshare -mn` as root), this tool:
      127.0.0.1:443 in front of it (de-chunking request bodies and rewriting
      http:// Location headers to https://);
   4. runs the command with CURL_CA_BUNDLE pointing at the CA,
-     GOOGLE_AUTH_TOKEN_FOR_TESTING set and STORAGE_EMULATOR_HOST naming the
-     emulator (so the google-cloud-storage client sees the same bucket), and
-     exits with its exit code.
+     GOOGLE_AUTH_TOKEN_FOR_TESTING set, STORAGE_EMULATOR_HOST naming the
+     emulator (so the google-cloud-storage client sees the same bucket) and
+     GCS_FAULTS_FILE naming where the command may write faults for the proxy
+     to inject (`Faults`: held requests, error answers), and exits with its
+     exit code.
 Nothing outside the namespace is touched.
 
 The emulator enforces `ifGenerationMatch` on uploads and deletes, and keeps
@@ -26,9 +28,11 @@ The Python client alone needs no root: `start_emulator` and
 STORAGE_EMULATOR_HOST=http://127.0.0.1:PORT.
 """
 
+import collections
 import http
 import http.client
 import http.server
+import json
 import os
 import socket
 import ssl
@@ -36,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from absl import app
 from absl import flags
@@ -198,8 +203,43 @@ def make_certificates(folder: str) -> tuple[str, str, str]:
   return ca, cert, key
 
 
-def make_proxy_handler(upstream_port: int):
-  """A TLS-terminating handler forwarding every request to the emulator."""
+class Faults:
+  """Storage faults the proxy injects, as TensorFlow meets them on GCS: rules
+  in a JSON file (`GCS_FAULTS_FILE` in the command's environment), read at
+  every request, so a test changes them between phases. A rule:
+  {"method": "PUT" or "*", "path": a substring of the request's path,
+   "times": the matching requests it takes (0: all), and its action:
+   "status": an HTTP error answered without forwarding (503), or
+   "hang_seconds": held that long, then forwarded}.
+  The first rule that matches and has times left acts."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self._used = collections.Counter()
+    self._lock = threading.Lock()
+
+  def match(self, method: str, path: str) -> dict | None:
+    try:
+      with open(self.path) as f:
+        rules = json.load(f)
+    except (OSError, ValueError):
+      return None
+    with self._lock:
+      for i, rule in enumerate(rules):
+        if rule.get('method', '*') not in ('*', method):
+          continue
+        if rule.get('path', '') not in path:
+          continue
+        if rule.get('times') and self._used[i] >= rule['times']:
+          continue
+        self._used[i] += 1
+        return rule
+    return None
+
+
+def make_proxy_handler(upstream_port: int, faults: Faults | None = None):
+  """A TLS-terminating handler forwarding every request to the emulator,
+  with `faults` injected."""
 
   class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
@@ -223,6 +263,18 @@ def make_proxy_handler(upstream_port: int):
 
     def _forward(self):
       body = self._body()
+      rule = faults.match(self.command, self.path) if faults else None
+      if rule and rule.get('hang_seconds'):
+        time.sleep(rule['hang_seconds'])
+      if rule and rule.get('status'):
+        data = json.dumps({'error': {'code': rule['status'],
+                                     'message': 'injected fault'}}).encode()
+        self.send_response(rule['status'])
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return
       headers = {k: v for k, v in self.headers.items()
                  if k.lower() not in HOP_BY_HOP}
       if body or self.command in ('POST', 'PUT', 'PATCH'):
@@ -250,9 +302,10 @@ def make_proxy_handler(upstream_port: int):
   return Handler
 
 
-def start_proxy(upstream_port: int, cert: str, key: str) -> None:
-  server = http.server.ThreadingHTTPServer(('127.0.0.1', 443),
-                                           make_proxy_handler(upstream_port))
+def start_proxy(upstream_port: int, cert: str, key: str,
+                faults: Faults | None = None) -> None:
+  server = http.server.ThreadingHTTPServer(
+      ('127.0.0.1', 443), make_proxy_handler(upstream_port, faults))
   context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
   context.load_cert_chain(cert, key)
   server.socket = context.wrap_socket(server.socket, server_side=True)
@@ -275,10 +328,12 @@ def run(command: list[str], *, bucket: str) -> int:
     ca, cert, key = make_certificates(folder)
     emulator, port = start_emulator(bucket)
     try:
-      start_proxy(port, cert, key)
+      faults = os.path.join(folder, 'faults.json')
+      start_proxy(port, cert, key, Faults(faults))
       env = dict(os.environ, CURL_CA_BUNDLE=ca,
                  GOOGLE_AUTH_TOKEN_FOR_TESTING='dummy',
-                 STORAGE_EMULATOR_HOST=f'http://127.0.0.1:{port}')
+                 STORAGE_EMULATOR_HOST=f'http://127.0.0.1:{port}',
+                 GCS_FAULTS_FILE=faults)
       return subprocess.run(command, env=env, check=False).returncode
     finally:
       emulator.stop()  # Its API thread is not a daemon.

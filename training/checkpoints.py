@@ -19,6 +19,7 @@ restores from the chief's folder; only the chief moves damaged checkpoints
 aside.
 """
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -78,7 +79,7 @@ class Checkpointer:
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
                max_to_keep: int = 3, folder: str = 'checkpoints',
                restart: bool = False, before_save=None,
-               collective_save: bool = False, **objects):
+               collective_save: bool = False, watchdog=None, **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
@@ -89,6 +90,8 @@ class Checkpointer:
         (they stay on disk, set aside).
       before_save: called on every worker before each save (sharded
         optimizer slots gather their shards).
+      watchdog: a training/watchdog.Watchdog naming a save or restore
+        that stalls (None: none).
       collective_save: the workers write each checkpoint together (a mesh
         over processes: DTensor's save is collective and every process must
         name the same files); the chief alone keeps the books (state file,
@@ -102,6 +105,8 @@ class Checkpointer:
     self.chief, self.max_to_keep, self.restart = chief, max_to_keep, restart
     self.last_saved_step = None
     self._before_save = before_save
+    self._watch = watchdog.watch if watchdog else (
+        lambda what: contextlib.nullcontext())
     self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
     self._write_dir = (self.directory if chief or collective_save else
@@ -210,7 +215,8 @@ class Checkpointer:
       # reads on its Checkpoint that the next restore would retry.
       attempt = tf.train.Checkpoint(**self._objects)
       try:
-        attempt.restore(prefix).assert_consumed()
+        with self._watch(f'restoring {prefix}'):
+          attempt.restore(prefix).assert_consumed()
       except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
         raise ValueError(
             f'{prefix} is a checkpoint of a different model or configuration '
@@ -277,7 +283,8 @@ class Checkpointer:
     # As tf.train.CheckpointManager does: checkpoints carry save_counter, so
     # those written before this class (and by the manager) still match.
     self.checkpoint.save_counter.assign_add(1)
-    self.checkpoint.write(path)
+    with self._watch(f'saving checkpoint {path}'):
+      self.checkpoint.write(path)
     self.last_saved_step = step
     if not self.chief:
       if self._write_dir != self.directory:

@@ -34,6 +34,10 @@ class RunOptions:
       none).
     seed: the run's seed (gin macro SEED, which the model and input
       pipeline read too), logged as MLPerf's `seed`.
+    stall_warning_seconds: a checkpoint save or restore that takes longer
+      prints a line naming it, and again every as many seconds
+      (training/watchdog.py: a held storage request is never silent); 0:
+      off. 60 s: a save of ResNet-50 to GCS takes a few seconds.
 
   Raises:
     ValueError: `profile_steps` that are not a pair.
@@ -46,8 +50,12 @@ class RunOptions:
   restart: bool = False
   profile_steps: tuple[int, ...] = ()
   seed: int = 0
+  stall_warning_seconds: float = 60.0
 
   def __post_init__(self):
+    if self.stall_warning_seconds < 0:
+      raise ValueError(f'`stall_warning_seconds` ({self.stall_warning_seconds}'
+                       ') must be >= 0 (0: off).')
     if self.profile_steps and len(self.profile_steps) != 2:
       raise ValueError(f'`profile_steps` must be (first, last), got '
                        f'{tuple(self.profile_steps)} (gin macro '

@@ -36,6 +36,9 @@ def test_training_reads_and_writes_gs_and_resumes_from_it(quickstart_data):
                'mlperf.log.1'):
     assert name in report['files']
   assert 'ckpt-8.index' in report['checkpoints']
+  # The held save was named while it waited, and the run went on.
+  assert report['stalled'] and report['stalled'][0].startswith(
+      'stalled: saving checkpoint gs://test/run/checkpoints/ckpt-6 has taken ')
   # Each attempt has its own log; the resumed one says so. The runs took
   # and released the gs:// lock.
   assert report['run_stops'] == 1 and report['resumed'] == 1
