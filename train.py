@@ -358,7 +358,7 @@ def main(argv, sugar_bindings):
     if missing and not flags.FLAGS.verbose:  # An optional requirement.
       print(f'error: {missing}', file=sys.stderr, flush=True)
       return EXIT_USER_ERROR
-    fault = faults.classify(e, flags.FLAGS.model_dir or '')
+    fault = faults.classify(e)
     if fault and not flags.FLAGS.verbose:  # A peer or storage, not the run.
       print(f'error: {fault.line}', file=sys.stderr, flush=True)
       return fault.code

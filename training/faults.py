@@ -40,11 +40,10 @@ def _chain(error: BaseException):
     error = error.__cause__ or error.__context__
 
 
-def classify(error: BaseException, model_dir: str = '') -> Fault | None:
+def classify(error: BaseException) -> Fault | None:
   """The infrastructure fault behind `error` (or its causes), or None for
   anything else (a crash)."""
-  where = (f' from the last checkpoint in {model_dir}/checkpoints'
-           if model_dir else ' from its last checkpoint')
+  where = ' from its last checkpoint'
   for e in _chain(error):
     text = str(e)
     unhealthy = _UNHEALTHY.search(text)

@@ -172,9 +172,17 @@ def test_the_exit_code_tells_a_crash_from_a_run(monkeypatch, capsys):
   monkeypatch.setattr(train, 'run_command', fail(ValueError('bad\nmore')))
   assert train.main([], []) == exit_codes.USER_ERROR
   assert capsys.readouterr().err == 'error: bad\n'
+  import tensorflow as tf
+  monkeypatch.setattr(train, 'run_command', fail(tf.errors.UnavailableError(
+      None, None, 'Collective ops is aborted by: The following tasks are '
+      'unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1')))
+  assert train.main([], []) == exit_codes.PEER_LOST
+  assert capsys.readouterr().err.startswith(
+      'error: a peer was lost: /job:worker/replica:0/task:1 stopped')
   assert {exit_codes.TARGET_REACHED, exit_codes.BUDGET_USED, exit_codes.CRASH,
-          exit_codes.USER_ERROR, exit_codes.NO_TPU,
-          exit_codes.PREEMPTED} == {0, 1, 3, 2, 4, 75}
+          exit_codes.USER_ERROR, exit_codes.NO_TPU, exit_codes.PEER_LOST,
+          exit_codes.STORAGE_UNAVAILABLE,
+          exit_codes.PREEMPTED} == {0, 1, 3, 2, 4, 69, 74, 75}
 
 
 def test_the_hardware_file_names_the_slice_and_checks_its_replicas():

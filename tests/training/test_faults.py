@@ -21,11 +21,11 @@ STORAGE = ('All 10 retry attempts failed. The last failure: Error executing '
 
 def test_a_lost_peer_is_named_with_its_task_and_code():
   error = tf.errors.UnavailableError(None, None, PEER)
-  fault = faults.classify(error, 'gs://b/run')
+  fault = faults.classify(error)
   assert fault.code == exit_codes.PEER_LOST
   assert fault.line.startswith('a peer was lost: /job:worker/replica:0/task:1 '
                                'stopped sending heartbeats')
-  assert 'resumes from the last checkpoint in gs://b/run/checkpoints' in (
+  assert 'Rerun the job: it resumes from its last checkpoint (exit 69)' in (
       fault.line)
   assert '\n' not in fault.line
 
