@@ -229,17 +229,15 @@ def parse_flags_early(define_flags, argv=None) -> None:
 # Bad input a tool's main may raise: one line, exit 2.
 INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError,
                 IsADirectoryError, PermissionError)
-# TensorFlow's errors for a missing, unreadable or damaged input file.
-_TENSORFLOW_INPUT_ERRORS = ('NotFoundError', 'DataLossError',
-                            'PermissionDeniedError', 'InvalidArgumentError')
 
 
 def _input_error(error: BaseException) -> bool:
   if isinstance(error, INPUT_ERRORS):
     return True
-  tf = sys.modules.get('tensorflow')
-  return bool(tf) and isinstance(error, tf.errors.OpError) and (
-      type(error).__name__ in _TENSORFLOW_INPUT_ERRORS)
+  tf = sys.modules.get('tensorflow')  # Its errors, if a tool loaded it.
+  return bool(tf) and isinstance(error, (
+      tf.errors.NotFoundError, tf.errors.DataLossError,
+      tf.errors.PermissionDeniedError, tf.errors.InvalidArgumentError))
 
 
 def tool_main(main):
