@@ -223,13 +223,13 @@ class StrategyConfig:
     """
     if self.kind != 'tpu':
       return
-    target = self.tpu or tpu_lib.default_target()
-    problem = target == 'local' and tpu_lib.local_tpu_problem()
+    if (self.tpu or tpu_lib.default_target()) != 'local':
+      return
+    problem = tpu_lib.local_tpu_problem(asked=(
+        '--tpu=local' if self.tpu else
+        'this experiment trains on a TPU (its hardware file is a TPU one) '
+        'and, without --tpu or $TPU_NAME, uses this VM\'s own'))
     if problem:
-      if not self.tpu:
-        problem = ('this experiment trains on a TPU (its hardware file is a '
-                   'TPU one) and, without --tpu or $TPU_NAME, uses this '
-                   'VM\'s own: ' + problem.replace('--tpu=local: ', ''))
       raise tpu_lib.TpuUnavailable(problem)
 
   def make(self) -> tf.distribute.Strategy:

@@ -60,12 +60,13 @@ def has_tpu_devices(devices=DEVICE_FILES) -> bool:
   return any(glob.glob(pattern) for pattern in devices)
 
 
-def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
-                      ) -> str | None:
+def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0,
+                      asked: str = '--tpu=local') -> str | None:
   """Why `--tpu=local` cannot work here, or None when TPU devices exist.
 
   Says what was found: the TPU device files, whether TensorFlow's TPU
-  support (libtpu) is installed, and what the metadata server says.
+  support (libtpu) is installed, and what the metadata server says; `asked`
+  says what asked for this VM's TPU.
   """
   if has_tpu_devices(devices):
     return None
@@ -82,7 +83,7 @@ def local_tpu_problem(*, devices=DEVICE_FILES, timeout: float = 1.0
     where = 'no GCE metadata server answered (not a Google Cloud VM)'
     todo = ('Train here without --tpu (CPU/GPU hardware files), or run on '
             f'a TPU VM with its environment built: {BUILD_ENVIRONMENT}.')
-  return (f'--tpu=local: no TPU on this machine: no TPU device files '
+  return (f'{asked}: no TPU on this machine: no TPU device files '
           f'({", ".join(devices)}); {build}; {where}. {todo}')
 
 

@@ -16,7 +16,6 @@ accuracy mode the model's quality computed from mlperf_log_accuracy.json.
 import concurrent.futures
 import dataclasses
 import os
-import sys
 import time
 
 from absl import app
@@ -25,7 +24,6 @@ import mlperf_loadgen as lg
 
 from inference import settings as settings_lib
 from training import config as gin_config
-from training import exit_codes
 from training import startup
 
 
@@ -253,13 +251,11 @@ def main(argv):
   del argv
   f = flags.FLAGS
   backends.set_intra_op_threads(f.intra_op_threads)
-  try:
-    task = load_task(gin_config.resolve_gin_files(f.gin_file,
-                                                  f.gin_search_paths),
-                     f.gin_param, f.dataset)
-  except (ValueError, FileNotFoundError) as e:  # Bad input: one line.
-    print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
-    return exit_codes.USER_ERROR
+  # Bad input raises ValueError or FileNotFoundError: one line, exit 2
+  # (startup.tool_main).
+  task = load_task(gin_config.resolve_gin_files(f.gin_file,
+                                                f.gin_search_paths),
+                   f.gin_param, f.dataset)
   task.data.check()
   backend = (backends.NoOpBackend(task.inference_output[0]) if f.noop_backend
              else backends.SavedModelBackend(f.saved_model))

@@ -23,7 +23,6 @@ sys.path.insert(0, ROOT)  # Run as a script from anywhere.
 
 # pylint: disable=wrong-import-position
 from training import config as gin_config
-from training import exit_codes
 from training import startup
 
 
@@ -77,16 +76,13 @@ def export(*, gin_files: list[str], gin_params: list[str],
 
 def main(argv):
   del argv
-  try:
-    path = export(gin_files=gin_config.resolve_gin_files(
-        FLAGS.gin_file, FLAGS.gin_search_paths), gin_params=FLAGS.gin_param,
-                  checkpoint_dir=FLAGS.checkpoint_dir,
-                  export_dir=FLAGS.export_dir)
-  except (ValueError, FileNotFoundError) as e:  # Bad input: one line.
-    print(f'error: {str(e).strip().splitlines()[0]}', file=sys.stderr)
-    return exit_codes.USER_ERROR
+  # Bad input raises ValueError or FileNotFoundError: one line, exit 2
+  # (startup.tool_main).
+  path = export(gin_files=gin_config.resolve_gin_files(
+      FLAGS.gin_file, FLAGS.gin_search_paths), gin_params=FLAGS.gin_param,
+                checkpoint_dir=FLAGS.checkpoint_dir,
+                export_dir=FLAGS.export_dir)
   print(f'exported {path} to {FLAGS.export_dir}')
-  return 0
 
 
 if __name__ == '__main__':

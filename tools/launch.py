@@ -199,10 +199,11 @@ def environment_line(job: Job) -> str:
                f'; every worker\'s tpu-runtime runs {GRPC_TPU_WORKER}:tf-'
                f'{tpu_slices.TENSORFLOW_TPU}-pjrt' if job.install else ''))
   else:
-    run = ('each host drives its own TPU through PJRT: '
-           'NEXT_PLUGGABLE_DEVICE_USE_C_API=true TF_PLUGGABLE_DEVICE_LIBRARY_'
-           'PATH=<the venv\'s libtpu/libtpu.so> (train.py sets them on a TPU '
-           'VM: training/startup.py)')
+    values = dict(zip(startup.PJRT_VARIABLES,
+                      ('true', '<the venv\'s libtpu/libtpu.so>')))
+    run = ('each host drives its own TPU through PJRT: ' +
+           ' '.join(f'{k}={v}' for k, v in values.items()) +
+           ' (train.py sets them on a TPU VM: training/startup.py)')
   return (f'# image {job.runtime}, {tf}; {run} (as Google\'s TF tests: '
           f'{tpu_slices.GOOGLE_TF_TESTS}).')
 

@@ -27,15 +27,16 @@ only, so it runs on a fresh VM before anything is installed.
    distribution, libtpu and tensorflow-tpu are the pinned pair, and every
    TensorFlow-coupled package has tensorflow-tpu's major.minor version.
 
-`--check` then runs the environment: `import tensorflow` with libtpu loaded
-(off a TPU VM with TPU_SKIP_MDS_QUERY=1: libtpu then skips the metadata
-server's TPU queries, which nothing answers here, instead of retrying each
-30 times) must not abort, and every module of the suite must import (with
-TPU_LOAD_LIBRARY=0: TensorFlow's CPU kernels). `make tpu_check` goes on to
+`--check` then runs the environment with libtpu loaded (off a TPU VM with
+TPU_SKIP_MDS_QUERY=1: libtpu then skips the metadata server's TPU queries,
+which nothing answers here, instead of retrying each 30 times): `import
+tensorflow` must not abort, and every module of the suite must import. `make tpu_check` goes on to
 train each model's quickstart a few steps in it (tests/tpu_env/).
 
 Exit codes: 0 built (and checked), 1 a step or check failed (one line
-naming it), 2 bad arguments.
+naming it), 2 bad arguments. Its own imports are the standard library's and
+training/startup.py's (itself standard library only): it runs on a fresh VM
+before anything is installed.
 """
 
 import argparse
@@ -48,6 +49,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # Run as a script with any Python.
+from training import startup  # pylint: disable=wrong-import-position
+
 REQUIREMENTS = 'requirements-tpu.txt'
 COUPLED = 'requirements-tpu-nodeps.txt'
 # Distributions that hold a `tensorflow` package of their own: beside
@@ -55,7 +59,6 @@ COUPLED = 'requirements-tpu-nodeps.txt'
 OTHER_TENSORFLOWS = ('tensorflow', 'tensorflow-cpu', 'tensorflow-gpu',
                      'tensorflow-intel', 'tensorflow-macos', 'tf-nightly',
                      'tf-nightly-cpu', 'tf-nightly-tpu', 'tf-nightly-gpu')
-TPU_DEVICE_FILES = ('/dev/accel*', '/dev/vfio/[0-9]*')
 # The suite's modules that must import on a TPU VM: every module of these
 # packages, train.py, and the tools a TPU VM runs.
 PACKAGES = ('models', 'input_pipeline', 'training', 'distribution',
@@ -145,7 +148,17 @@ def distribution_problems(found: dict[str, str], main: dict[str, str],
 
 
 def on_tpu_vm() -> bool:
-  return any(glob.glob(p) for p in TPU_DEVICE_FILES)
+  return any(glob.glob(p) for p in startup.TPU_DEVICE_FILES)
+
+
+def libtpu_environment() -> dict:
+  """This environment with libtpu loaded at `import tensorflow` (and, off a
+  TPU VM, its metadata queries skipped)."""
+  env = dict(os.environ)
+  env.pop('TPU_LOAD_LIBRARY', None)
+  if not on_tpu_vm():
+    env['TPU_SKIP_MDS_QUERY'] = '1'
+  return env
 
 
 def check_import(python: str, timeout: float = 600) -> str:
@@ -155,10 +168,7 @@ def check_import(python: str, timeout: float = 600) -> str:
     Failed: the import aborted (a libtpu TensorFlow was not built against),
       failed, or hung.
   """
-  env = dict(os.environ)
-  env.pop('TPU_LOAD_LIBRARY', None)
-  if not on_tpu_vm():
-    env['TPU_SKIP_MDS_QUERY'] = '1'
+  env = libtpu_environment()
   code = 'import tensorflow as tf; print("version", tf.__version__)'
   try:
     out = subprocess.run([python, '-c', code], capture_output=True,
@@ -186,8 +196,8 @@ def suite_modules() -> list[str]:
 
 
 def check_modules(python: str, timeout: float = 900) -> int:
-  """Imports every module of the suite under TPU_LOAD_LIBRARY=0; returns
-  how many.
+  """Imports every module of the suite with libtpu loaded; returns how
+  many.
 
   Raises:
     Failed: naming each module that does not import and why.
@@ -201,8 +211,7 @@ def check_modules(python: str, timeout: float = 900) -> int:
           '  except Exception as e:  # noqa\n'
           '    failed[name] = f"{type(e).__name__}: {e}".splitlines()[0]\n'
           'print("failed", json.dumps(failed))\n')
-  env = dict(os.environ, TPU_LOAD_LIBRARY='0', TF_CPP_MIN_LOG_LEVEL='2',
-             PYTHONPATH=ROOT)
+  env = dict(libtpu_environment(), TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT)
   out = subprocess.run([python, '-c', code], capture_output=True, text=True,
                        cwd=ROOT, env=env, timeout=timeout, check=False)
   if out.returncode or 'failed ' not in out.stdout:
@@ -255,8 +264,8 @@ def main(argv=None) -> int:
       print(f'tpu_venv: import tensorflow {version} with libtpu loaded: ok.',
             flush=True)
       count = check_modules(python)
-      print(f'tpu_venv: {count} modules of the suite import '
-            '(TPU_LOAD_LIBRARY=0).', flush=True)
+      print(f'tpu_venv: {count} modules of the suite import with libtpu '
+            'loaded.', flush=True)
   except Failed as e:
     print(f'error: {e}', file=sys.stderr, flush=True)
     return 1

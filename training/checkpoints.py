@@ -19,7 +19,6 @@ restores from the chief's folder; only the chief moves damaged checkpoints
 aside.
 """
 
-import contextlib
 import dataclasses
 import os
 import re
@@ -28,6 +27,7 @@ import time
 import tensorflow as tf
 
 from training import error_text
+from training import watchdog as watchdog_lib
 
 DAMAGED_FOLDER = 'damaged'
 _PREFIX = re.compile(r'ckpt-(\d+)$')
@@ -105,8 +105,7 @@ class Checkpointer:
     self.chief, self.max_to_keep, self.restart = chief, max_to_keep, restart
     self.last_saved_step = None
     self._before_save = before_save
-    self._watch = watchdog.watch if watchdog else (
-        lambda what: contextlib.nullcontext())
+    self._watch = (watchdog or watchdog_lib.Watchdog(warn_after=0)).watch
     self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
     self._write_dir = (self.directory if chief or collective_save else

@@ -43,7 +43,6 @@ def _chain(error: BaseException):
 def classify(error: BaseException) -> Fault | None:
   """The infrastructure fault behind `error` (or its causes), or None for
   anything else (a crash)."""
-  where = ' from its last checkpoint'
   for e in _chain(error):
     text = str(e)
     unhealthy = _UNHEALTHY.search(text)
@@ -51,11 +50,12 @@ def classify(error: BaseException) -> Fault | None:
       peers = ', '.join(unhealthy[1].split())
       return Fault(exit_codes.PEER_LOST, (
           f'a peer was lost: {peers} stopped sending heartbeats (a stopped '
-          f'or dead worker); this worker stopped with it. Rerun the job: it '
-          f'resumes{where} (exit {exit_codes.PEER_LOST}).'))
+          'or dead worker); this worker stopped with it. Rerun the job: it '
+          f'resumes from its last checkpoint (exit {exit_codes.PEER_LOST}).'))
     if _RETRIES.search(text):
       return Fault(exit_codes.STORAGE_UNAVAILABLE, (
           f'storage stayed unreachable: {error_text.one_line(e, limit=300)} '
-          f'Rerun when it answers: the run resumes{where} (exit '
+          'Rerun when it answers: the run resumes from its last checkpoint '
+          '(exit '
           f'{exit_codes.STORAGE_UNAVAILABLE}).'))
   return None
