@@ -20,7 +20,9 @@ evaluates and saves (docs/architecture.md traces it file by file).
 
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -75,6 +77,8 @@ from training import preemption
 from training import run_options
 from training import run_lock
 from training import step as step_lib
+from training import storage as storage_lib
+from training import uploads as uploads_lib
 from training import watchdog as watchdog_lib
 from training import task as task_lib
 from training.task import Optimizer
@@ -101,6 +105,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
           plan: plan_lib.PlanOptions = plan_lib.PlanOptions(),
           options: run_options.RunOptions = run_options.RunOptions(),
           submission: mlperf_log.Submission = mlperf_log.Submission(),
+          storage: storage_lib.StorageOptions = storage_lib.StorageOptions(),
           actions: Sequence[Callable] = ()) -> controller_lib.Result:
   """Trains `task` with `optimizer` until its quality target or the budget.
 
@@ -118,6 +123,9 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     options: determinism, asynchronous evaluation, preemption, restart,
       profiling (training/run_options.py).
     submission: MLPerf submission_* values.
+    storage: how long storage may stay unreachable, TensorFlow's GCS
+      timeouts, where a remote model_dir's files are staged
+      (training/storage.py).
     actions: extra actions: factories called with `context=RunContext`
       (training/actions.py, e.g. KeepBestCheckpoint, ExportSavedModel).
 
@@ -130,6 +138,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     submission = dataclasses.replace(submission,
                                      platform=plan.distribution.platform)
   lock = lock_model_dir(model_dir, placement.chief, placement.worker_sum)
+  writes = RemoteWrites(model_dir, storage, options.stall_warning_seconds)
   try:
     mlperf = mlperf_log.MlperfLog(
         path=(os.path.join(model_dir, 'mlperf.log') if placement.chief
@@ -137,18 +146,65 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
         benchmark=task.mlperf_benchmark, submission=submission,
         epoch_num=lambda step: task.mlperf_epoch_num(
             step, schedule.global_batch_size),
-        target=task.target_quality)
+        target=task.target_quality, uploads=writes.uploads)
     events.notify([mlperf], events.InitStart())
     try:
-      return _train(task=task, optimizer=optimizer,
-                    learning_rate=learning_rate, model_dir=model_dir,
-                    schedule=schedule, plan=placement, options=options,
-                    mlperf=mlperf, extra_actions=actions, lock=lock)
+      result = _train(task=task, optimizer=optimizer,
+                      learning_rate=learning_rate, model_dir=model_dir,
+                      schedule=schedule, plan=placement, options=options,
+                      mlperf=mlperf, extra_actions=actions, lock=lock,
+                      writes=writes)
     finally:
       mlperf.close()
+    writes.finish()
+    return result
+  except BaseException:
+    writes.finish(failed=True)
+    raise
   finally:
     if lock:
       lock.release()
+
+
+class RemoteWrites:
+  """A remote model_dir's writes, off the training thread: the uploader and
+  the local staging folder (training/uploads.py); both None for a local
+  model_dir."""
+
+  # After a failure, how long the run waits to land what it wrote (the
+  # last lines of mlperf.log) before it exits.
+  FAILED_FLUSH_SECONDS = 60.0
+
+  def __init__(self, model_dir: str, storage: storage_lib.StorageOptions,
+               stall_warning_seconds: float):
+    self.uploads = self.staging = None
+    self.finished = False
+    if storage_lib.is_remote(model_dir):
+      self.staging = tempfile.mkdtemp(prefix='run-staging-',
+                                      dir=storage.staging_root())
+      self.uploads = uploads_lib.Uploader(
+          budget_seconds=storage.outage_budget_seconds,
+          watchdog=watchdog_lib.Watchdog(warn_after=stall_warning_seconds))
+
+  def finish(self, failed: bool = False) -> None:
+    """Waits for every queued write (at most FAILED_FLUSH_SECONDS after a
+    failure, whose own error is the one reported), then removes the
+    staging folder; one that did not land is kept and named. Once."""
+    if not self.uploads or self.finished:
+      return
+    self.finished, done = True, False
+    try:
+      done = self.uploads.close(
+          self.FAILED_FLUSH_SECONDS if failed else None)
+    except Exception:  # pylint: disable=broad-except
+      if not failed:
+        raise
+    finally:
+      if done:
+        shutil.rmtree(self.staging, ignore_errors=True)
+      else:
+        print(f'warning: {self.uploads.pending()} writes did not reach '
+              f'storage; their staged files are in {self.staging}.', flush=True)
 
 
 def _both(first, second):
@@ -177,7 +233,7 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule,
            plan: plan_lib.Plan, options: run_options.RunOptions, mlperf,
-           extra_actions, lock):
+           extra_actions, lock, writes: RemoteWrites):
   profiler = None
   if options.profile_steps:
     profiler = actions_lib.Profiler(logdir=model_dir,
@@ -209,6 +265,9 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       before_save=before_save, collective_save=plan.collective_save,
       watchdog=watchdog_lib.Watchdog(
           warn_after=options.stall_warning_seconds),
+      uploads=writes.uploads,
+      staging=(os.path.join(writes.staging, 'checkpoints') if writes.staging
+               else None),
       model=saved_model, optimizer=slots, step=step)
 
   def check_start(start_step):
@@ -267,13 +326,16 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       host_metric=host_metric, per_host=per_host, worker_id=worker_id)
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
-                                   task=task, chief=chief, worker_id=worker_id)
+                                   task=task, chief=chief, worker_id=worker_id,
+                                   uploads=writes.uploads,
+                                   staging=writes.staging)
   run_actions = [
       actions_lib.LockGuard(lock=lock, worker_sum=worker_sum,
                             on_lost=mlperf.close),
       actions_lib.ConfigFile(
           path=os.path.join(model_dir, 'config.gin') if chief else None,
-          text=gin_config.readable(gin.config_str())),
+          text=gin_config.readable(gin.config_str()), uploads=writes.uploads),
+      actions_lib.StorageGuard(uploads=writes.uploads, worker_sum=worker_sum),
       actions_lib.NanGuard(checkpointer),
       actions_lib.ProgressLine(global_batch_size=schedule.global_batch_size,
                                target=task.target_quality,
@@ -283,7 +345,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
                             config_text=gin_config.readable(gin.config_str()),
                             quality_tag=task.quality_tag,
                             global_batch_size=schedule.global_batch_size,
-                            steps_per_epoch=steps_per_epoch),
+                            steps_per_epoch=steps_per_epoch,
+                            uploads=writes.uploads, staging=writes.staging),
       actions_lib.TargetTest(target=task.target_quality,
                              higher_is_better=task.higher_is_better,
                              first_eval_step=schedule.first_eval_step,
@@ -291,7 +354,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       mlperf,
       actions_lib.TimeToAccuracyPlot(
           log_path=os.path.join(model_dir, 'mlperf.log') if chief else None,
-          png_path=os.path.join(model_dir, 'time_to_accuracy.png')),
+          png_path=os.path.join(model_dir, 'time_to_accuracy.png'),
+          uploads=writes.uploads),
       actions_lib.CheckpointSaver(checkpointer,
                                   schedule.checkpoint_every_steps),
       preemption.PreemptionGuard(checkpointer=checkpointer,
@@ -318,6 +382,29 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
 
 
 # -- Command line ---------------------------------------------------------------
+
+
+def restart_for_storage_options() -> None:
+  """TensorFlow reads its GCS retry and timeout settings once, as it loads:
+  when gin binds other training.storage.StorageOptions than the defaults
+  this process started with, train.py (run as the program) runs itself
+  again with them in its environment, before any work."""
+  changes = gin.get_configurable(storage_lib.StorageOptions)(
+      ).restart_environment()
+  main_file = getattr(sys.modules['__main__'], '__file__', None)
+  if not changes or not main_file or (
+      os.path.abspath(main_file) != os.path.abspath(__file__)):
+    return
+  print('restarting once with TensorFlow\'s storage settings from gin: ' +
+        ', '.join(f'{k}={v}' for k, v in sorted(changes.items())), flush=True)
+  os.environ.update(changes)
+  defaulted = set(os.environ[storage_lib.DEFAULTED].split(',')) - set(changes)
+  os.environ[storage_lib.DEFAULTED] = ','.join(sorted(defaulted))
+  sys.stdout.flush()
+  argv = sys.argv[1:]
+  if not any(a.startswith('--model_dir') for a in argv):  # The one chosen.
+    argv.append(f'--model_dir={flags.FLAGS.model_dir}')
+  os.execv(sys.executable, [sys.executable, main_file, *argv])
 
 
 # Errors whose message says what to do: printed as one line, exit code 2
@@ -410,6 +497,7 @@ def run_command(argv, sugar_bindings):
   # a machine without one says so (exit 4) before asking for DATA_DIR.
   gin.get_configurable(strategies.StrategyConfig)().check_tpu_present()
   gin.finalize()  # Now every %gin.REQUIRED macro must be set.
+  restart_for_storage_options()
   model_dir = flag_values.model_dir
   result = gin.get_configurable(this_module.train)()
   staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),

@@ -1,10 +1,14 @@
 """Driver for the gs:// test; runs inside tools/gcs_emulator.py.
 
   python -m tests.gcs_main LOCAL_DATA_DIR
-Uploads the data to gs://test/data, trains with model_dir gs://test/run, runs
-again to resume from the gs:// checkpoint with the upload of one checkpoint
-held by the proxy for 8 s (tools/gcs_emulator.Faults), and prints a JSON
-report.
+Uploads the data to gs://test/data, trains with model_dir gs://test/run, and
+then, with faults injected by the emulator's proxy (tools/gcs_emulator.Faults):
+- resumes from the gs:// checkpoint through a 20 s outage of every request
+  that starts as the run begins its mlperf.log (reads wait; writes land
+  late while training goes on), and a request of ckpt-8 held 8 s;
+- runs on with an outage of writes longer than a 6 s budget (gin), which
+  stops the run with exit 74 naming the last durable checkpoint.
+Prints a JSON report.
 """
 
 import json
@@ -42,18 +46,45 @@ def main(local_data):
     if name.startswith(('train-', 'validation-')):
       tf.io.gfile.copy(os.path.join(local_data, name), f'gs://test/data/{name}')
   first = train(4)
-  # A held request: the save of ckpt-6 waits 8 s; the watchdog names it.
-  with open(os.environ['GCS_FAULTS_FILE'], 'w') as f:
-    json.dump([{'path': 'ckpt-6', 'hang_seconds': 8, 'times': 1}], f)
+  faults = os.environ['GCS_FAULTS_FILE']
+  with open(faults, 'w') as f:
+    json.dump([
+        # An outage across the run's saves and reads: from the first
+        # request about mlperf.log on, every request fails for 20 s.
+        {'path': 'mlperf.log', 'status': 503, 'outage_seconds': 20,
+         'times': 1},
+        # A held request: the watchdog names the upload while it waits.
+        {'path': 'ckpt-8', 'hang_seconds': 8, 'times': 1}], f)
   second = train(8, '--gin.training.run_options.RunOptions.'
                  'stall_warning_seconds=2')
   log = tf.io.gfile.GFile('gs://test/run/mlperf.log').read()
+  checkpoints = sorted(tf.io.gfile.listdir('gs://test/run/checkpoints'))
+  # Writes fail past a 6 s budget from the start: the run stops (exit 74),
+  # naming the last durable checkpoint; nothing durable is lost.
+  with open(faults, 'w') as f:
+    json.dump([{'method': ['POST', 'PUT'], 'path': 'mlperf.log',
+                'status': 503, 'outage_seconds': 120, 'times': 1}], f)
+  third = train(12, '--gin.training.storage.StorageOptions.'
+                'outage_budget_seconds=6')
+  with open(faults, 'w') as f:
+    json.dump([], f)
   print(json.dumps({
-      'exit_codes': [first.returncode, second.returncode],
-      'stdout': [first.stdout[-2000:], second.stdout[-2000:]],
+      'exit_codes': [first.returncode, second.returncode, third.returncode],
+      'stdout': [first.stdout[-2000:], second.stdout[-3000:],
+                 third.stdout[-3000:]],
+      'resumed_lines': [[l for l in run.stdout.splitlines()
+                         if l.startswith('resumed from')]
+                        for run in (first, second, third)],
       'stalled': [l for l in second.stdout.splitlines()
                   if l.startswith('stalled:')],
-      'stderr_tail': [first.stderr[-3000:], second.stderr[-3000:]],
+      'stderr_tail': [first.stderr[-3000:], second.stderr[-3000:],
+                      third.stderr[-3000:]],
+      'third_error': [l for l in third.stderr.splitlines()
+                      if l.startswith('error:')],
+      'third_restart': [l for l in third.stdout.splitlines()
+                        if l.startswith('restarting once')],
+      'checkpoints_after_outage': checkpoints,
+      'fault_log': open(faults + '.log').read().count('outage 503'),
       'files': sorted(tf.io.gfile.listdir('gs://test/run')),
       'checkpoints': sorted(tf.io.gfile.listdir('gs://test/run/checkpoints')),
       'run_stops': log.count('"key": "run_stop"'),

@@ -34,6 +34,7 @@ import http.client
 import http.server
 import json
 import os
+import random
 import socket
 import ssl
 import subprocess
@@ -203,36 +204,77 @@ def make_certificates(folder: str) -> tuple[str, str, str]:
   return ca, cert, key
 
 
+def _takes(methods, method: str) -> bool:
+  """Whether a rule's "method" ("*", one, or a list) covers `method`."""
+  return methods == '*' or method == methods or (
+      isinstance(methods, list) and method in methods)
+
+
 class Faults:
   """Storage faults the proxy injects, as TensorFlow meets them on GCS: rules
   in a JSON file (`GCS_FAULTS_FILE` in the command's environment), read at
   every request, so a test changes them between phases. A rule:
-  {"method": "PUT" or "*", "path": a substring of the request's path,
-   "times": the matching requests it takes (0: all), and its action:
-   "status": an HTTP error answered without forwarding (503), or
-   "hang_seconds": held that long, then forwarded}.
-  The first rule that matches and has times left acts."""
+  {"method": "PUT", ["POST", "PUT"] or "*", "path": a substring of the
+   request's path,
+   "times": the matching requests it takes (0: all),
+   "rate": the share of matching requests it takes (1: all; drawn from a
+     generator seeded per rule, so a run repeats),
+   and its action:
+   "status": an HTTP error answered without forwarding (503),
+   "hang_seconds": held that long, then forwarded,
+   "reset": the connection closed without an answer,
+   "bytes_per_second": the answer's body sent that slowly,
+   "outage_seconds" with "status": an outage: from this request on, every
+     request of the rule's methods (any path) answers the status for that
+     long}.
+  The first rule that matches and has times left acts. Every request that
+  arrives during an outage and every action taken is appended to
+  `<rules file>.log` as one JSON line (time, method, path, action)."""
 
   def __init__(self, path: str):
     self.path = path
     self._used = collections.Counter()
+    self._draws = {}
     self._lock = threading.Lock()
+    self._outage = None  # (end time, status, methods) of the outage.
+
+  def _log(self, method: str, path: str, action: str) -> None:
+    with open(self.path + '.log', 'a') as f:
+      f.write(json.dumps({'time': time.time(), 'method': method,
+                          'path': path, 'action': action}) + '\n')
 
   def match(self, method: str, path: str) -> dict | None:
+    with self._lock:
+      if self._outage and time.monotonic() < self._outage[0]:
+        if _takes(self._outage[2], method):
+          self._log(method, path, f'outage {self._outage[1]}')
+          return {'status': self._outage[1]}
+      else:
+        self._outage = None
     try:
       with open(self.path) as f:
         rules = json.load(f)
     except (OSError, ValueError):
       return None
     with self._lock:
-      for i, rule in enumerate(rules):
-        if rule.get('method', '*') not in ('*', method):
+      for rule in rules:
+        # Counted by content: a test that rewrites the file starts afresh.
+        i = json.dumps(rule, sort_keys=True)
+        if not _takes(rule.get('method', '*'), method):
           continue
         if rule.get('path', '') not in path:
           continue
         if rule.get('times') and self._used[i] >= rule['times']:
           continue
+        draws = self._draws.setdefault(i, random.Random(i))  # Repeatable.
+        if draws.random() >= rule.get('rate', 1.0):
+          continue
         self._used[i] += 1
+        if rule.get('outage_seconds'):
+          self._outage = (time.monotonic() + rule['outage_seconds'],
+                          rule['status'], rule.get('method', '*'))
+        self._log(method, path, json.dumps(
+            {k: v for k, v in rule.items() if k not in ('path', 'method')}))
         return rule
     return None
 
@@ -266,6 +308,10 @@ def make_proxy_handler(upstream_port: int, faults: Faults | None = None):
       rule = faults.match(self.command, self.path) if faults else None
       if rule and rule.get('hang_seconds'):
         time.sleep(rule['hang_seconds'])
+      if rule and rule.get('reset'):
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+        return
       if rule and rule.get('status'):
         data = json.dumps({'error': {'code': rule['status'],
                                      'message': 'injected fault'}}).encode()
@@ -294,8 +340,16 @@ def make_proxy_handler(upstream_port: int, faults: Faults | None = None):
         self.send_header(k, v)
       self.send_header('Content-Length', str(len(data)))
       self.end_headers()
-      if self.command != 'HEAD':
+      if self.command == 'HEAD':
+        return
+      rate = rule.get('bytes_per_second') if rule else None
+      if not rate:
         self.wfile.write(data)
+        return
+      for start in range(0, len(data), max(int(rate), 1)):
+        self.wfile.write(data[start:start + max(int(rate), 1)])
+        self.wfile.flush()
+        time.sleep(1.0)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _forward
 

@@ -17,14 +17,17 @@ import dataclasses
 import json
 import math
 import os
+import time
 
 import tensorflow as tf
 
 from training import checkpoints
 from training import events as ev
 from training import export
+from training import faults
 from training import run_lock
 from training import time_to_accuracy
+from training import uploads as uploads_lib
 from training.task import reaches
 
 
@@ -36,6 +39,10 @@ class RunContext:
   task: object
   chief: bool
   worker_id: int
+  # A remote model_dir's background writer (training/uploads.py) and a
+  # local folder for the action's own staging; None: write directly.
+  uploads: object = None
+  staging: str | None = None
 
 
 def format_eta(seconds: float) -> str:
@@ -114,16 +121,32 @@ class Summaries:
   `training7`, replaced by the real ones: training/config.py).
   """
 
+  SYNC_SECONDS = 60.0  # With a local copy: uploads between evaluations.
+
   def __init__(self, *, model_dir: str, chief: bool, config_text: str = '',
                quality_tag: str = 'quality', global_batch_size: int = 0,
-               steps_per_epoch: float = 0.0):
+               steps_per_epoch: float = 0.0, uploads=None,
+               staging: str | None = None):
+    """Args (besides the obvious):
+      uploads, staging: with a remote model_dir the event files are
+        written in `staging` and copied to model_dir by `uploads` at each
+        evaluation, at the end and at most every SYNC_SECONDS between.
+    """
+    local = staging if uploads else model_dir
     if chief:
       self.train_writer = tf.summary.create_file_writer(
-          os.path.join(model_dir, 'train'))
+          os.path.join(local, 'train'))
       self.eval_writer = tf.summary.create_file_writer(
-          os.path.join(model_dir, 'eval'))
+          os.path.join(local, 'eval'))
     else:
       self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
+    self._syncs = []
+    if chief and uploads:
+      files = uploads_lib.Files(uploads)
+      self._syncs = [files.mirror(os.path.join(local, name),
+                                  os.path.join(model_dir, name))
+                     for name in ('train', 'eval')]
+    self._synced = time.monotonic()
     self.config_text, self.quality_tag = config_text, quality_tag
     self.global_batch_size = global_batch_size
     self.steps_per_epoch = steps_per_epoch
@@ -147,6 +170,8 @@ class Summaries:
           tf.summary.scalar('steps_per_second', steps_per_second)
           tf.summary.scalar('step_time_ms', 1000.0 / steps_per_second)
         self._epoch(event.step)
+      if time.monotonic() - self._synced >= self.SYNC_SECONDS:
+        self._sync()
     elif isinstance(event, ev.EvalEnd):
       with self.eval_writer.as_default(step=event.step):
         tf.summary.scalar(self.quality_tag, event.quality)
@@ -155,9 +180,16 @@ class Summaries:
           tf.summary.scalar('loss', float(metrics['loss']) /
                             float(metrics['examples']))
         self._epoch(event.step)
+      self._sync()
     elif isinstance(event, ev.RunEnd):
-      self.train_writer.flush()
-      self.eval_writer.flush()
+      self._sync()
+
+  def _sync(self) -> None:
+    self.train_writer.flush()
+    self.eval_writer.flush()
+    for sync in self._syncs:
+      sync()
+    self._synced = time.monotonic()
 
 
 class TargetTest:
@@ -184,17 +216,18 @@ class ConfigFile:
   """Writes the run's config (`<model_dir>/config.gin`) once it has started
   (InitEnd): a start that fails leaves the earlier file as it was."""
 
-  def __init__(self, *, path: str | None, text: str):
+  def __init__(self, *, path: str | None, text: str, uploads=None):
     """Args:
       path: the file, or None on non-chief workers.
       text: the config.
+      uploads: writes a remote path in the background.
     """
     self.path, self.text = path, text
+    self.files = uploads_lib.Files(uploads)
 
   def __call__(self, event):
     if isinstance(event, ev.InitEnd) and self.path:
-      with tf.io.gfile.GFile(self.path, 'w') as f:
-        f.write(self.text)
+      self.files.put_text(self.path, self.text)
 
 
 class LockGuard:
@@ -220,6 +253,36 @@ class LockGuard:
       raise run_lock.ModelDirInUse(
           f'Stopped at step {event.step} without saving: '
           f'{lost or "the chief lost the lock of model_dir"}.')
+
+
+class StorageGuard:
+  """Stops every worker at the first loop end after a write of the run's
+  files stayed undone past the outage budget (training/uploads.py), with
+  the chief's line naming it; nothing to do with a local model_dir."""
+
+  def __init__(self, *, uploads, worker_sum):
+    """Args:
+      uploads: this worker's Uploader (None: a local model_dir, the same
+        on every worker).
+      worker_sum: sums a host value over the workers.
+    """
+    self.uploads, self.worker_sum = uploads, worker_sum
+
+  def __call__(self, event):
+    if not (isinstance(event, ev.LoopEnd) and self.uploads):
+      return
+    fault = None
+    try:
+      self.uploads.check()
+    except Exception as e:  # pylint: disable=broad-except
+      fault = e
+    if self.worker_sum(1.0 if fault else 0.0) > 0:
+      if fault:
+        raise fault
+      raise faults.StorageUnavailable(
+          f'Stopped at step {event.step} with the chief, whose writes to '
+          'storage stayed undone past the outage budget (its log names '
+          'them).')
 
 
 class Profiler:
@@ -257,16 +320,25 @@ class TimeToAccuracyPlot:
   its mlperf.log (training/time_to_accuracy.py). Never fails the run: a
   plot that cannot be drawn is a warning."""
 
-  def __init__(self, *, log_path: str | None, png_path: str):
+  def __init__(self, *, log_path: str | None, png_path: str, uploads=None):
     """Args:
       log_path: the run's mlperf.log, or None on non-chief workers.
       png_path: where the plot goes.
+      uploads: with a remote model_dir, the plot is drawn on the upload
+        thread after the log's last line landed.
     """
     self.log_path, self.png_path = log_path, png_path
+    self.uploads = uploads
 
   def __call__(self, event):
     if not (isinstance(event, ev.RunEnd) and self.log_path):
       return
+    if self.uploads:
+      self.uploads.submit(f'the plot {self.png_path}', self._plot)
+    else:
+      self._plot()
+
+  def _plot(self) -> None:
     try:
       time_to_accuracy.plot([time_to_accuracy.read_log(self.log_path)],
                             self.png_path)
@@ -302,7 +374,11 @@ class KeepBestCheckpoint:
     self.checkpointer = checkpoints.Checkpointer(
         model_dir=context.model_dir, chief=context.chief,
         worker_id=context.worker_id, max_to_keep=1, folder=folder,
+        uploads=context.uploads,
+        staging=(os.path.join(context.staging, folder) if context.staging
+                 else None),
         model=context.model)
+    self.files = uploads_lib.Files(context.uploads)
     self.chief = context.chief
     self.record = os.path.join(context.model_dir, folder, 'best.json')
     if tf.io.gfile.exists(self.record):  # A resumed run keeps its best.
@@ -323,9 +399,8 @@ class KeepBestCheckpoint:
     path = (self.checkpointer.adopt(event.checkpoint, event.step)
             if event.checkpoint else self.checkpointer.save(event.step))
     if self.chief:
-      with tf.io.gfile.GFile(self.record, 'w') as f:
-        json.dump({'step': event.step, 'quality': event.quality,
-                   'checkpoint': path}, f)
+      self.files.put_text(self.record, json.dumps({
+          'step': event.step, 'quality': event.quality, 'checkpoint': path}))
 
 
 class ExportSavedModel:

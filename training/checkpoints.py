@@ -11,6 +11,14 @@ Rotation deletes only checkpoints of this run's line (the state file's list,
 as restored, plus what this run wrote), and only after the checkpoint just
 written reads back, so the last good checkpoint is never the one deleted.
 
+With a remote model_dir and an uploader (training/uploads.py) a save writes
+the checkpoint to a local staging folder, which takes the training thread
+seconds, and the uploader copies it to model_dir (data files first, the
+index last), then writes the state file, reads it back and rotates, while
+training goes on; a storage outage delays that, retried, instead of
+stopping the run. A newer save replaces an older one still waiting to
+upload (a held one excepted), so an outage costs one checkpoint's space.
+
 Under MultiWorkerMirroredStrategy every worker must take part in a save; only
 the chief writes into model_dir, the others write to a scratch folder they
 delete afterwards. A mesh over processes (DTensor) writes each checkpoint
@@ -79,7 +87,8 @@ class Checkpointer:
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
                max_to_keep: int = 3, folder: str = 'checkpoints',
                restart: bool = False, before_save=None,
-               collective_save: bool = False, watchdog=None, **objects):
+               collective_save: bool = False, watchdog=None, uploads=None,
+               staging: str | None = None, **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
@@ -92,6 +101,10 @@ class Checkpointer:
         optimizer slots gather their shards).
       watchdog: a training/watchdog.Watchdog naming a save or restore
         that stalls (None: none).
+      uploads: a training/uploads.Uploader for a remote model_dir: saves go
+        to `staging` and upload in the background (None: saves write
+        model_dir directly).
+      staging: a local folder of this checkpointer's own (with uploads).
       collective_save: the workers write each checkpoint together (a mesh
         over processes: DTensor's save is collective and every process must
         name the same files); the chief alone keeps the books (state file,
@@ -108,9 +121,15 @@ class Checkpointer:
     self._watch = (watchdog or watchdog_lib.Watchdog(warn_after=0)).watch
     self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
-    self._write_dir = (self.directory if chief or collective_save else
-                       os.path.join(model_dir, 'worker_scratch',
-                                    f'{folder}-{worker_id}'))
+    self._uploads = None if collective_save else uploads
+    if self._uploads and not staging:
+      raise ValueError('A Checkpointer with uploads needs a staging folder.')
+    if self._uploads:
+      self._write_dir = staging  # Local; uploaded by the chief alone.
+    else:
+      self._write_dir = (self.directory if chief or collective_save else
+                         os.path.join(model_dir, 'worker_scratch',
+                                      f'{folder}-{worker_id}'))
     self._kept = [p for p in self._listed() if self._exists(p)]
     self._held = set()  # Kept out of rotation (hold / release).
 
@@ -230,6 +249,10 @@ class Checkpointer:
         skipped.append(f'{prefix}: cannot be read ({reason}); {where}')
         continue
       self.checkpoint = attempt  # It holds the restored save_counter.
+      if self._uploads:
+        self._uploads.note_durable(
+            f'{prefix} (step {step_of(prefix)}, restored at the start)',
+            written=False)
       self._kept = [p for p in self._kept
                     if step_of(p) < step_of(prefix) and self._exists(p)]
       self._kept.append(prefix)
@@ -274,8 +297,12 @@ class Checkpointer:
     except Exception:  # pylint: disable=broad-except
       return False
 
-  def save(self, step: int) -> str:
-    """Writes the state at `step`, then rotates this run's old checkpoints."""
+  def save(self, step: int, *, held: bool = False) -> str:
+    """Writes the state at `step`, then rotates this run's old checkpoints
+    (with uploads: queues the upload and returns; `held`: never replaced
+    by a newer save while it waits)."""
+    if self._uploads:
+      self._uploads.check()  # A fault of an earlier upload stops the run.
     path = os.path.join(self._write_dir, f'ckpt-{step}')
     if self._before_save:
       self._before_save()
@@ -285,38 +312,90 @@ class Checkpointer:
     with self._watch(f'saving checkpoint {path}'):
       self.checkpoint.write(path)
     self.last_saved_step = step
+    if self._uploads:
+      return self._queue_upload(path, step, held)
     if not self.chief:
       if self._write_dir != self.directory:
         tf.io.gfile.rmtree(self._write_dir)
         _remove_if_empty(os.path.dirname(self._write_dir))
       return path
-    self._kept = [p for p in self._kept if p != path] + [path]
+    self._commit(path)
+    return path
+
+  def _commit(self, path: str) -> bool:
+    """Lists the checkpoint just written, and rotates if it reads back."""
+    # By step: uploads can land out of order (a held one after a newer one).
+    self._kept = sorted([p for p in self._kept if p != path] + [path],
+                        key=step_of)
     self._write_state()
     if not self._reads_back(path):
       print(f'warning: {path} does not read back; older checkpoints are '
             'kept.', flush=True)
-      return path
+      return False
     self._rotate()
+    return True
+
+  # -- Uploads (a remote model_dir) -------------------------------------------
+
+  @staticmethod
+  def _remove(prefix: str) -> None:
+    for name in tf.io.gfile.glob(prefix + '.*'):
+      tf.io.gfile.remove(name)
+
+  def _queue_upload(self, staged: str, step: int, held: bool) -> str:
+    path = os.path.join(self.directory, os.path.basename(staged))
+    if not self.chief:
+      self._remove(staged)  # Every worker takes part; the chief writes.
+      return path
+    self._uploads.submit(
+        f'the upload of checkpoint {path}',
+        lambda: self._upload(staged, path, step),
+        key=None if held else f'checkpoint {self.directory}',
+        drop=lambda: self._drop(staged, path))
     return path
+
+  def _drop(self, staged: str, path: str) -> bool:
+    """A newer save replaces this one's upload, unless it became held."""
+    if path in self._held:
+      return False
+    self._remove(staged)
+    return True
+
+  def _upload(self, staged: str, path: str, step: int) -> None:
+    """Copies a staged checkpoint in (its index last: a checkpoint with an
+    index is whole), commits it, then removes the staged files. Safe to
+    repeat after a failure."""
+    names = sorted(tf.io.gfile.glob(staged + '.*'),
+                   key=lambda name: name.endswith('.index'))
+    tf.io.gfile.makedirs(self.directory)
+    for name in names:
+      tf.io.gfile.copy(name, path + name[len(staged):], overwrite=True)
+    if self._commit(path):
+      self._uploads.note_durable(f'{path} (step {step})')
+    self._remove(staged)
 
   def _rotate(self) -> None:
     """Deletes the oldest checkpoints beyond max_to_keep, held ones aside."""
-    free = [p for p in self._kept if p not in self._held]
+    held = set(self._held)  # The training thread may add to it.
+    free = [p for p in self._kept if p not in held]
     for old in free[:max(len(free) - self.max_to_keep, 0)]:
-      self._kept.remove(old)
+      # Removed before it leaves the list: a retry after a storage fault
+      # finds it again.
       for name in tf.io.gfile.glob(old + '.*'):
         tf.io.gfile.remove(name)
+      self._kept.remove(old)
     self._write_state()
 
   def hold(self, step: int) -> str:
     """Saves the state at `step` (unless just saved) and keeps it out of
     rotation until `release`: an asynchronous evaluation's weights, on disk
     until its result says whether they met the target."""
-    path = os.path.join(self._write_dir, f'ckpt-{step}')
-    if self.last_saved_step != step:
-      path = self.save(step)
+    path = os.path.join(self.directory if self._uploads else self._write_dir,
+                        f'ckpt-{step}')
     if self.chief:
-      self._held.add(path)
+      self._held.add(path)  # Before its upload commits and rotates.
+    if self.last_saved_step != step:
+      path = self.save(step, held=True)
     return path
 
   def adopt(self, source: str, step: int) -> str:
@@ -326,16 +405,28 @@ class Checkpointer:
     path = os.path.join(self.directory, f'ckpt-{step}')
     if not self.chief:
       return path
+    self.last_saved_step = step
+    if self._uploads:  # After the source's own upload, in order.
+      self._uploads.submit(f'the copy of {source} to {path}',
+                           lambda: self._copy_in(source, path))
+    else:
+      self._copy_in(source, path)
+    return path
+
+  def _copy_in(self, source: str, path: str) -> None:
     tf.io.gfile.makedirs(self.directory)
-    for name in tf.io.gfile.glob(source + '.*'):
+    for name in sorted(tf.io.gfile.glob(source + '.*'),
+                       key=lambda name: name.endswith('.index')):
       tf.io.gfile.copy(name, path + name[len(source):], overwrite=True)
     self._kept = [p for p in self._kept if p != path] + [path]
-    self.last_saved_step = step
     self._rotate()
-    return path
 
   def release(self, path: str) -> None:
     """Returns a held checkpoint to the rotation."""
     if path in self._held:
       self._held.discard(path)
-      self._rotate()
+      if self._uploads:
+        self._uploads.submit(f'the rotation of {self.directory}',
+                             self._rotate)
+      else:
+        self._rotate()

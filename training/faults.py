@@ -10,8 +10,10 @@ The texts are TensorFlow's, as its runtime raises them (TF 2.20 and 2.21):
   sending heartbeats): /job:worker/replica:0/task:1", raised into the
   surviving workers' collectives about 10-20 s later;
 - gs:// that stays unreachable: TensorFlow's file system retries each
-  request ten times with backoff (about 200 s) and then raises "All 10
-  retry attempts failed. The last failure: ...".
+  request with backoff (training/storage.py sets how long) and then raises
+  "All N retry attempts failed. The last failure: ..."; a write of the
+  run's own files that stays undone past the outage budget raises
+  StorageUnavailable (training/uploads.py).
 """
 
 import dataclasses
@@ -23,6 +25,11 @@ from training import exit_codes
 _UNHEALTHY = re.compile(
     r'tasks are unhealthy \(stopped sending heartbeats\):\s*((?:/job:\S+\s*)+)')
 _RETRIES = re.compile(r'All \d+ retry attempts failed')
+
+
+class StorageUnavailable(Exception):
+  """A write of the run's files stayed undone past the outage budget
+  (training/uploads.py); its message is the whole line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +51,11 @@ def classify(error: BaseException) -> Fault | None:
   """The infrastructure fault behind `error` (or its causes), or None for
   anything else (a crash)."""
   for e in _chain(error):
+    if isinstance(e, StorageUnavailable):
+      # Its first line: gin appends "In call to configurable ..." below.
+      return Fault(exit_codes.STORAGE_UNAVAILABLE,
+                   f'{str(e).splitlines()[0]} (exit '
+                   f'{exit_codes.STORAGE_UNAVAILABLE})')
     text = str(e)
     unhealthy = _UNHEALTHY.search(text)
     if unhealthy:

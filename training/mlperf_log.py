@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from training import events as ev
 from training import time_to_accuracy
+from training import uploads as uploads_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,16 +66,23 @@ def rotate(path: str) -> str | None:
 
 
 class _RunLogHandler(logging.Handler):
-  """Holds lines until `begin()`, then writes a fresh local or gs:// file,
-  flushed per line."""
+  """Holds lines until `begin()`, then writes a fresh file, flushed per
+  line; with uploads (a remote model_dir) the whole text so far is
+  rewritten from memory in the background, so storage never holds a part
+  of a line and an outage never stops the run."""
 
-  def __init__(self, path: str):
+  def __init__(self, path: str, uploads=None):
     super().__init__()
     self.path, self.held, self.file = path, [], None
+    self.files = uploads_lib.Files(uploads) if uploads else None
+    self.lines = None  # With uploads: every line since begin().
 
   def emit(self, record):
     line = self.format(record) + '\n'
-    if self.file is None:
+    if self.lines is not None:
+      self.lines.append(line)
+      self.files.put_text(self.path, lambda: ''.join(self.lines))
+    elif self.file is None:
       self.held.append(line)
     else:
       self.file.write(line)
@@ -82,7 +90,16 @@ class _RunLogHandler(logging.Handler):
 
   def begin(self) -> str | None:
     """Rotates an older log away and writes the held lines; returns where
-    the older log went."""
+    the older log went (with uploads: the upload thread says it)."""
+    if self.files:
+      def rotated():
+        older = rotate(self.path)
+        if older:
+          print(f'the earlier mlperf.log is now {older}', flush=True)
+      self.files.uploads.submit(f'the rotation of {self.path}', rotated)
+      self.lines, self.held = self.held, []
+      self.files.put_text(self.path, lambda: ''.join(self.lines))
+      return None
     older = rotate(self.path)
     self.file = tf.io.gfile.GFile(self.path, 'w')
     self.file.write(''.join(self.held))
@@ -101,14 +118,15 @@ class _RunLogHandler(logging.Handler):
 class MlperfLogger:
   """Writes MLPerf events; a no-op on non-chief workers."""
 
-  def __init__(self, *, path: str | None):
+  def __init__(self, *, path: str | None, uploads=None):
     """Args:
       path: the log file, or None to log nothing (non-chief workers).
+      uploads: a training/uploads.Uploader writing a remote path.
     """
     self._logger = logging.getLogger(f'mlperf.{id(self)}')
     self._logger.propagate = False
     self._logger.setLevel(logging.INFO)
-    self._handler = _RunLogHandler(path) if path else None
+    self._handler = _RunLogHandler(path, uploads) if path else None
     self._logger.addHandler(self._handler or logging.NullHandler())
     self._mllog = mllog.MLLogger(logger=self._logger, default_stack_offset=2)
 
@@ -138,7 +156,7 @@ class MlperfLog:
 
   def __init__(self, *, path: str | None, benchmark: str,
                submission: Submission, epoch_num,
-               target: float | None = None):
+               target: float | None = None, uploads=None):
     """Args:
       path: the log file, or None on non-chief workers.
       benchmark: submission_benchmark ('resnet', 'bert').
@@ -147,11 +165,12 @@ class MlperfLog:
         the global batch bound).
       target: the run's quality target, logged as `quality_target` (not an
         MLPerf key; the checker ignores it) so plots and scores read it.
+      uploads: a training/uploads.Uploader for a remote path.
 
     Set `hyperparameters` (see `hyperparameters()` below) before InitEnd:
     they are logged before init_stop.
     """
-    self.logger = MlperfLogger(path=path)
+    self.logger = MlperfLogger(path=path, uploads=uploads)
     self.benchmark, self.submission = benchmark, submission
     self.epoch, self.target = epoch_num, target
     self.hyperparameters = {}

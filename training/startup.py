@@ -41,6 +41,7 @@ import sys
 import tempfile
 
 from training import exit_codes
+from training import storage
 
 VERBOSE_VARIABLE = 'MLPERF_VERBOSE'
 # A TPU VM's device files (as distribution/tpu.py DEVICE_FILES).
@@ -179,6 +180,8 @@ def import_tensorflow():
   if 'tensorflow' in sys.modules:
     return sys.modules['tensorflow']
   os.environ.update(tpu_environment())  # On a TPU VM only.
+  # TensorFlow's GCS client reads its retry settings once, as it loads.
+  storage.StorageOptions().apply()
   quiet = not verbose() and os.environ.get('TF_CPP_MIN_LOG_LEVEL') != '0'
   if quiet:
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')

@@ -38,8 +38,8 @@ class Watchdog:
     def warn():
       while not done.wait(self.warn_after):
         self._say(f'stalled: {what} has taken {time.monotonic() - start:.0f} '
-                  's; still waiting (storage requests are retried; a fault '
-                  'past the retries stops the run, named).')
+                  's; still waiting (storage requests are retried within the '
+                  'outage budget, training.storage.StorageOptions).')
 
     thread = threading.Thread(target=warn, daemon=True,
                               name='watchdog: ' + what[:40])

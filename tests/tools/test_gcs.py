@@ -28,18 +28,39 @@ def test_training_reads_and_writes_gs_and_resumes_from_it(quickstart_data):
                PYTHONPATH=helpers.ROOT))
   assert done.returncode == 0, done.stderr[-3000:]
   report = json.loads(done.stdout.strip().splitlines()[-1])
-  # Exit 1 = ran to the step budget without reaching the target.
-  assert report['exit_codes'] == [1, 1], report['stderr_tail']
-  assert 'resumed from gs://test/run/checkpoints/ckpt-4 at step 4' in (
-      report['stdout'][1])
+  # Exit 1 = ran to the step budget without reaching the target; through a
+  # 20 s outage as without one.
+  assert report['exit_codes'][:2] == [1, 1], report['stderr_tail']
+  assert report['resumed_lines'] == [
+      [], ['resumed from gs://test/run/checkpoints/ckpt-4 at step 4'],
+      ['resumed from gs://test/run/checkpoints/ckpt-8 at step 8']]
+  assert report['fault_log'] >= 5  # The outage met the run's requests.
   for name in ('config.gin', 'operative_config.gin', 'mlperf.log',
-               'mlperf.log.1'):
+               'mlperf.log.1', 'train/', 'eval/'):
     assert name in report['files']
-  assert 'ckpt-8.index' in report['checkpoints']
-  # The held save was named while it waited, and the run went on.
-  assert report['stalled'] and report['stalled'][0].startswith(
-      'stalled: saving checkpoint gs://test/run/checkpoints/ckpt-6 has taken ')
-  # Each attempt has its own log; the resumed one says so. The runs took
-  # and released the gs:// lock.
+  assert 'ckpt-8.index' in report['checkpoints_after_outage']
+  # The writes held by the outage and the held upload were named while
+  # they waited, and the run went on.
+  assert report['stalled'][0].startswith(
+      'stalled: the rotation of gs://test/run/mlperf.log has taken ')
+  assert any(l.startswith('stalled: the upload of checkpoint '
+                          'gs://test/run/checkpoints/ckpt-8 has taken ')
+             for l in report['stalled'])
+  # Each attempt has its own log, complete; the resumed one says so. The
+  # runs took and released the gs:// lock.
   assert report['run_stops'] == 1 and report['resumed'] == 1
   assert not report['lock_left']
+  # Writes undone past a 6 s budget (gin, which restarts the process once
+  # with TensorFlow's matching retries): one line, exit 74, no traceback,
+  # naming the last durable checkpoint, which is still there.
+  assert report['third_restart'] == [
+      "restarting once with TensorFlow's storage settings from gin: "
+      'GCS_RETRY_CONFIG_MAX_RETRIES=3']
+  assert report['exit_codes'][2] == 74, report['stderr_tail'][2]
+  assert 'Traceback' not in report['stderr_tail'][2]
+  [line] = report['third_error']
+  assert line.startswith('error: storage stayed unreachable for ')
+  assert ('The last durable checkpoint is gs://test/run/checkpoints/ckpt-8 '
+          '(step 8, restored at the start)') in line
+  assert line.endswith('(exit 74)')
+  assert 'ckpt-8.index' in report['checkpoints']

@@ -53,3 +53,40 @@ def test_an_interrupted_upload_resumes_from_the_persisted_range(emulator):
   assert status == 200 and json.loads(body)['size'] == '10'
   c.request('GET', '/storage/v1/b/test/o/half?alt=media')
   assert c.getresponse().read() == b'abcdefghij'
+
+
+def _faults(tmp_path, rules):
+  path = tmp_path / 'faults.json'
+  path.write_text(json.dumps(rules))
+  return gcs_emulator.Faults(str(path)), path
+
+
+def test_an_outage_rule_fails_every_request_for_its_window(tmp_path):
+  faults, path = _faults(tmp_path, [
+      {'path': 'ckpt-6', 'status': 503, 'outage_seconds': 3600, 'times': 1}])
+  assert faults.match('GET', '/b/test/o/data') is None
+  assert faults.match('POST', '/upload/b/test/o?name=run/ckpt-6.index')
+  # Every later request, of any path, until the window ends.
+  assert faults.match('GET', '/b/test/o/data') == {'status': 503}
+  assert faults.match('DELETE', '/b/test/o/x') == {'status': 503}
+  faults._outage = (0, 503, '*')  # The window has passed.
+  assert faults.match('GET', '/b/test/o/data') is None
+  log = [json.loads(l) for l in open(str(path) + '.log')]
+  assert [entry['action'] for entry in log][1:] == ['outage 503'] * 2
+  # An outage of writes only: reads go through.
+  path.write_text(json.dumps([{'method': ['POST', 'PUT'], 'status': 503,
+                               'outage_seconds': 3600}]))
+  assert faults.match('PUT', '/upload/x')['outage_seconds'] == 3600
+  assert faults.match('GET', '/b/test/o/data') is None
+  assert faults.match('POST', '/upload/y') == {'status': 503}
+
+
+def test_a_rate_rule_takes_its_share_of_requests_repeatably(tmp_path):
+  rules = [{'method': 'PUT', 'status': 503, 'rate': 0.2}]
+  taken = []
+  for _ in range(2):
+    faults, _ = _faults(tmp_path, rules)
+    taken.append([bool(faults.match('PUT', f'/o/{i}')) for i in range(500)])
+  assert taken[0] == taken[1]  # Seeded per rule: a run repeats.
+  assert 70 <= sum(taken[0]) <= 130
+  assert faults.match('GET', '/o/1') is None  # Another method.
