@@ -3,9 +3,9 @@
   python -m tests.gcs_main LOCAL_DATA_DIR
 Uploads the data to gs://test/data, trains with model_dir gs://test/run, and
 then, with faults injected by the emulator's proxy (tools/gcs_emulator.Faults):
-- resumes from the gs:// checkpoint through a 20 s outage of every request
+- resumes from the gs:// checkpoint through a 12 s outage of every request
   that starts as the run begins its mlperf.log (reads wait; writes land
-  late while training goes on), and a request of ckpt-8 held 8 s;
+  late while training goes on), and a request of ckpt-8 held 5 s;
 - runs on with an outage of writes longer than a 6 s budget (gin), which
   stops the run with exit 74 naming the last durable checkpoint.
 Prints a JSON report.
@@ -50,11 +50,11 @@ def main(local_data):
   with open(faults, 'w') as f:
     json.dump([
         # An outage across the run's saves and reads: from the first
-        # request about mlperf.log on, every request fails for 20 s.
-        {'path': 'mlperf.log', 'status': 503, 'outage_seconds': 20,
+        # request about mlperf.log on, every request fails for 12 s.
+        {'path': 'mlperf.log', 'status': 503, 'outage_seconds': 12,
          'times': 1},
         # A held request: the watchdog names the upload while it waits.
-        {'path': 'ckpt-8', 'hang_seconds': 8, 'times': 1}], f)
+        {'path': 'ckpt-8', 'hang_seconds': 5, 'times': 1}], f)
   second = train(8, '--gin.training.run_options.RunOptions.'
                  'stall_warning_seconds=2')
   log = tf.io.gfile.GFile('gs://test/run/mlperf.log').read()

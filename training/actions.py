@@ -41,7 +41,7 @@ class RunContext:
   worker_id: int
   # A remote model_dir's background writer (training/uploads.py) and a
   # local folder for the action's own staging; None: write directly.
-  uploads: object = None
+  uploads: uploads_lib.Uploader | None = None
   staging: str | None = None
 
 
@@ -125,7 +125,8 @@ class Summaries:
 
   def __init__(self, *, model_dir: str, chief: bool, config_text: str = '',
                quality_tag: str = 'quality', global_batch_size: int = 0,
-               steps_per_epoch: float = 0.0, uploads=None,
+               steps_per_epoch: float = 0.0,
+               uploads: uploads_lib.Uploader | None = None,
                staging: str | None = None):
     """Args (besides the obvious):
       uploads, staging: with a remote model_dir the event files are
@@ -216,7 +217,8 @@ class ConfigFile:
   """Writes the run's config (`<model_dir>/config.gin`) once it has started
   (InitEnd): a start that fails leaves the earlier file as it was."""
 
-  def __init__(self, *, path: str | None, text: str, uploads=None):
+  def __init__(self, *, path: str | None, text: str,
+               uploads: uploads_lib.Uploader | None = None):
     """Args:
       path: the file, or None on non-chief workers.
       text: the config.
@@ -320,7 +322,8 @@ class TimeToAccuracyPlot:
   its mlperf.log (training/time_to_accuracy.py). Never fails the run: a
   plot that cannot be drawn is a warning."""
 
-  def __init__(self, *, log_path: str | None, png_path: str, uploads=None):
+  def __init__(self, *, log_path: str | None, png_path: str,
+               uploads: uploads_lib.Uploader | None = None):
     """Args:
       log_path: the run's mlperf.log, or None on non-chief workers.
       png_path: where the plot goes.

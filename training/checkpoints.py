@@ -35,6 +35,7 @@ import time
 import tensorflow as tf
 
 from training import error_text
+from training import uploads as uploads_lib
 from training import watchdog as watchdog_lib
 
 DAMAGED_FOLDER = 'damaged'
@@ -87,7 +88,8 @@ class Checkpointer:
   def __init__(self, *, model_dir: str, chief: bool, worker_id: int = 0,
                max_to_keep: int = 3, folder: str = 'checkpoints',
                restart: bool = False, before_save=None,
-               collective_save: bool = False, watchdog=None, uploads=None,
+               collective_save: bool = False, watchdog=None,
+               uploads: uploads_lib.Uploader | None = None,
                staging: str | None = None, **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.

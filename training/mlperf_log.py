@@ -71,7 +71,8 @@ class _RunLogHandler(logging.Handler):
   rewritten from memory in the background, so storage never holds a part
   of a line and an outage never stops the run."""
 
-  def __init__(self, path: str, uploads=None):
+  def __init__(self, path: str,
+               uploads: uploads_lib.Uploader | None = None):
     super().__init__()
     self.path, self.held, self.file = path, [], None
     self.files = uploads_lib.Files(uploads) if uploads else None
@@ -118,7 +119,8 @@ class _RunLogHandler(logging.Handler):
 class MlperfLogger:
   """Writes MLPerf events; a no-op on non-chief workers."""
 
-  def __init__(self, *, path: str | None, uploads=None):
+  def __init__(self, *, path: str | None,
+               uploads: uploads_lib.Uploader | None = None):
     """Args:
       path: the log file, or None to log nothing (non-chief workers).
       uploads: a training/uploads.Uploader writing a remote path.
@@ -156,7 +158,8 @@ class MlperfLog:
 
   def __init__(self, *, path: str | None, benchmark: str,
                submission: Submission, epoch_num,
-               target: float | None = None, uploads=None):
+               target: float | None = None,
+               uploads: uploads_lib.Uploader | None = None):
     """Args:
       path: the log file, or None on non-chief workers.
       benchmark: submission_benchmark ('resnet', 'bert').

@@ -204,6 +204,10 @@ class GcsLock:
         self.blob.delete(if_generation_match=self.generation)
       except (exceptions.PreconditionFailed, exceptions.NotFound):
         pass
+      except exceptions.GoogleAPIError as e:  # Storage unreachable.
+        print(f'warning: could not remove the lock of {self.model_dir} '
+              f'({e}); a later run takes it over once its heartbeat is '
+              f'{self.stale_after_seconds / 60:.0f} min old.', flush=True)
     self.generation = None
 
 

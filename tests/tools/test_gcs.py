@@ -29,7 +29,7 @@ def test_training_reads_and_writes_gs_and_resumes_from_it(quickstart_data):
   assert done.returncode == 0, done.stderr[-3000:]
   report = json.loads(done.stdout.strip().splitlines()[-1])
   # Exit 1 = ran to the step budget without reaching the target; through a
-  # 20 s outage as without one.
+  # 12 s outage as without one.
   assert report['exit_codes'][:2] == [1, 1], report['stderr_tail']
   assert report['resumed_lines'] == [
       [], ['resumed from gs://test/run/checkpoints/ckpt-4 at step 4'],
