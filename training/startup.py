@@ -237,6 +237,9 @@ INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError,
 def _input_error(error: BaseException) -> bool:
   if isinstance(error, INPUT_ERRORS):
     return True
+  app = sys.modules.get('absl.app')  # A tool's own "bad command line".
+  if app and isinstance(error, app.UsageError):
+    return True
   tf = sys.modules.get('tensorflow')  # Its errors, if a tool loaded it.
   return bool(tf) and isinstance(error, (
       tf.errors.NotFoundError, tf.errors.DataLossError,
@@ -246,8 +249,8 @@ def _input_error(error: BaseException) -> bool:
 def tool_main(main):
   """`main` for `app.run`, with the suite's contract for a command-line
   tool: bad input (a missing, unreadable or malformed file or value:
-  INPUT_ERRORS, TensorFlow's NotFound, DataLoss, PermissionDenied and
-  InvalidArgument errors) is one `error:` line and exit 2, with the
+  INPUT_ERRORS, absl's UsageError, TensorFlow's NotFound, DataLoss,
+  PermissionDenied and InvalidArgument errors) is one `error:` line and exit 2, with the
   traceback only under --verbose; main's return value is the exit code
   (None: 0); anything else is a crash with its traceback."""
   def run(argv):

@@ -79,6 +79,13 @@ CASES = {
     'required flag missing': (
         'tools.build_vocab', lambda t: [f'--vocab_file={t}/out/v.txt'],
         'error: --input_file is required (--help lists the flags).'),
+    # The benchmarks keep it too (their flags parse before TensorFlow).
+    'benchmark flag missing': (
+        'tools.benchmarks.storage_faults', lambda t: ['--steps=4'],
+        'error: --data_dir is required (--help lists the flags).'),
+    'benchmark checkpoint missing': (
+        'tools.benchmarks.decode', lambda t: [f'--checkpoint_dir={MISSING}'],
+        'error: '),
 }
 
 

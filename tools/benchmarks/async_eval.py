@@ -27,6 +27,7 @@ import tempfile
 from absl import app
 from absl import flags
 
+from training import startup
 from training import time_to_accuracy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -119,4 +120,5 @@ if __name__ == '__main__':
   flags.DEFINE_multi_string(
       'variant', ['sync:ASYNC_EVAL=False', 'async:ASYNC_EVAL=True'],
       'NAME:BINDING,BINDING...; ratios are to the first.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -35,6 +35,7 @@ from tools.benchmarks.common import interleaved_medians
 from tools.benchmarks.common import matmul_peak
 from training import optimizers
 from training import schedules
+from training import startup
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -165,4 +166,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps', 2, 'Steps per timed call.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_multi_string('dtypes', ['float32', 'bfloat16'], 'Precisions.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -27,6 +27,7 @@ from input_pipeline import records
 from models.resnet import ResNet
 from tools.benchmarks import common
 from training import checkpoints
+from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -112,4 +113,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_integer('files', 256, 'Input files for the check.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

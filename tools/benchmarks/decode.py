@@ -114,4 +114,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('batch', 256, 'Sentences a decoding call.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
   flags.mark_flags_as_required(['checkpoint_dir'])
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -29,6 +29,7 @@ import tensorflow as tf
 from input_pipeline import image_preprocessing
 from input_pipeline import imagenet
 from tools import convert_image_folder
+from training import startup
 
 FLAGS = flags.FLAGS
 BATCH = 64
@@ -120,4 +121,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('images', 512, 'JPEGs to write.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -24,6 +24,7 @@ from absl import app
 from absl import flags
 
 from tools.benchmarks import common
+from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -81,4 +82,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('depth', 10, 'ResNet depth')
   flags.DEFINE_integer('steps', 100, 'training steps')
   flags.mark_flag_as_required('data_dir')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

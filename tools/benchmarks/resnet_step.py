@@ -26,6 +26,7 @@ from tools.benchmarks.common import interleaved_medians
 from training import losses
 from training import optimizers
 from training import schedules
+from training import startup
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -110,4 +111,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps', 4, 'Steps per timed call.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_multi_string('dtypes', ['float32', 'bfloat16'], 'Precisions.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

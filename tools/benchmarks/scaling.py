@@ -44,6 +44,7 @@ from models.resnet import ResNet
 from tools.benchmarks import common
 from training import losses
 from training import optimizers
+from training import startup
 from training import step as step_lib
 from training import weight_update_sharding as wus
 
@@ -272,4 +273,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('workers', 0, 'Run as this many worker processes on '
                        '127.0.0.1 instead (ResNet part only).')
   flags.DEFINE_integer('worker_index', -1, 'Internal: this worker.')
-  app.run(main_then_exit)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main_then_exit))

@@ -30,6 +30,7 @@ from input_pipeline import coco
 from input_pipeline import records
 from models import ssd_boxes
 from tools import convert_coco
+from training import startup
 
 FLAGS = flags.FLAGS
 BATCH = 32
@@ -104,4 +105,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('images', 256, 'Images written and read.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -31,6 +31,7 @@ from absl import app
 from absl import flags
 
 from tools.benchmarks import common
+from training import startup
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -111,4 +112,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('rounds', 3, 'runs of each variant, in turn')
   flags.DEFINE_integer('steps', 60, 'training steps (past the warm-up)')
   flags.mark_flag_as_required('data_dir')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

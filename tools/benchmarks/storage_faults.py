@@ -158,5 +158,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  define_flags()
-  app.run(main)
+  startup.parse_flags_early(define_flags)
+  app.run(startup.tool_main(main))

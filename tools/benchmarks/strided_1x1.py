@@ -14,6 +14,7 @@ from absl import app
 from absl import flags
 
 from tools.benchmarks import common
+from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -68,4 +69,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('batch', 32, 'Images (even).')
   flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'dtype.')
   flags.DEFINE_integer('rounds', 15, 'Interleaved rounds.')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

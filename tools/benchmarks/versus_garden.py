@@ -32,6 +32,7 @@ from tools.benchmarks import resnet_step
 from tools.benchmarks import transformer_step
 from tools.benchmarks.common import StepWorker
 from training import optimizers
+from training import startup
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -105,4 +106,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('garden_python',
                       os.path.join(ROOT, '.venv-garden', 'bin', 'python'),
                       "Model Garden's Python (make garden_venv).")
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -25,6 +25,7 @@ from tools.benchmarks import ssd_step
 from tools.benchmarks.common import StepWorker
 from tools.benchmarks.common import matmul_peak
 from tools.benchmarks.common import timed
+from training import startup
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -74,4 +75,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('torch_python',
                       os.path.join(ROOT, '.venv-torch', 'bin', 'python'),
                       "torch's Python (make torch_venv).")
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))

@@ -16,6 +16,7 @@ import time
 
 from absl import app
 from absl import flags
+from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -64,4 +65,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('vocab_size', 4000, 'the target vocabulary size')
   flags.DEFINE_integer('eval_every', 20, 'one pair in this many held out')
-  app.run(main)
+  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(startup.tool_main(main))
