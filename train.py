@@ -375,8 +375,15 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       schedule=schedule, total_steps=total_steps,
       steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,
       actions=run_actions, learning_rate=lr,
-      explain_input_error=task.explain_input_error, check_start=check_start)
-  result = controller.run()
+      explain_input_error=task.explain_input_error, check_start=check_start,
+      watchdog=watchdog_lib.Watchdog(
+          warn_after=options.stall_warning_seconds))
+  try:
+    result = controller.run()
+  except Exception as e:
+    # A lost peer or unreachable storage names what a rerun resumes from.
+    faults.note_last_checkpoint(e, checkpointer.latest())
+    raise
   result.model = model
   return result
 

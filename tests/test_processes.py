@@ -387,3 +387,7 @@ def test_a_stopped_worker_is_a_named_peer_loss_not_a_crash(quickstart_data,
   assert err.strip().splitlines()[-1].startswith(
       'error: a peer was lost: /job:worker/replica:0/task:1 stopped sending '
       'heartbeats')
+  # It says what a rerun resumes from (here: no checkpoint yet).
+  assert err.strip().splitlines()[-1].endswith(
+      'Rerun the job: it starts over (no checkpoint was written yet) '
+      '(exit 69).')

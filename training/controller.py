@@ -8,6 +8,7 @@ periodic checkpoints, user hooks) is an action (training/events.py,
 training/actions.py).
 """
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -16,6 +17,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from training import events as ev
+from training import watchdog as watchdog_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +121,8 @@ class Controller:
                total_steps: int, steps_per_epoch: float, checkpointer,
                actions: Sequence[ev.Action], learning_rate: Callable,
                explain_input_error: Callable = lambda e: None,
-               check_start: Callable[[int], None] = lambda step: None):
+               check_start: Callable[[int], None] = lambda step: None,
+               watchdog: watchdog_lib.Watchdog | None = None):
     """Args:
       train_loop: train_loop(iterator, num_steps) -> mean loss (step.py).
       make_train_iterator: start_step -> the training iterator there.
@@ -137,6 +140,7 @@ class Controller:
       explain_input_error: an input error -> a message naming the bad input.
       check_start: called with the restored step; raises if the workers of
         a multi-worker run restored different steps.
+      watchdog: names an evaluation that stalls (a read held by storage).
     """
     schedule.validate(total_steps)
     self.train_loop, self.evaluator = train_loop, evaluator
@@ -147,6 +151,7 @@ class Controller:
     self.learning_rate = learning_rate
     self.explain_input_error = explain_input_error
     self.check_start = check_start
+    self._watch = (watchdog or watchdog_lib.Watchdog(warn_after=0)).watch
     self.train_iterator = None
     self.resumed_from = None
     self.snapshots = {}  # Step -> checkpoint of an asynchronous evaluation.
@@ -238,8 +243,13 @@ class Controller:
         if self.evaluator.asynchronous:
           # Training moves on before the result: keep these weights.
           self.snapshots[step] = self.checkpointer.hold(step)
-        self._explained(self.evaluator.start, step)
-      results = self.evaluator.results(wait=step >= total and not stopping)
+        with self._watch(f'the evaluation at step {step}'):
+          self._explained(self.evaluator.start, step)
+      wait = step >= total and not stopping
+      waiting = (self._watch(f'the evaluations pending at step {step}')
+                 if wait else contextlib.nullcontext())
+      with waiting:
+        results = self.evaluator.results(wait=wait)
       for i, result in enumerate(results):
         quality = result.quality
         epoch = (round(result.step / self.steps_per_epoch, 4)

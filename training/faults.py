@@ -47,6 +47,26 @@ def _chain(error: BaseException):
     error = error.__cause__ or error.__context__
 
 
+_LAST_CHECKPOINT = 'last checkpoint: '
+
+
+def note_last_checkpoint(error: BaseException, path: str | None) -> None:
+  """Notes on `error` the run's last checkpoint (None: none yet), which the
+  fault's line names."""
+  error.add_note(f'{_LAST_CHECKPOINT}{path or "none"}')
+
+
+def _resumes_from(error: BaseException) -> str:
+  notes = [n[len(_LAST_CHECKPOINT):] for e in _chain(error)
+           for n in getattr(e, '__notes__', ())
+           if n.startswith(_LAST_CHECKPOINT)]
+  if not notes:
+    return 'it resumes from its last checkpoint'
+  if notes[0] == 'none':
+    return 'it starts over (no checkpoint was written yet)'
+  return f'it resumes from its last checkpoint, {notes[0]}'
+
+
 def classify(error: BaseException) -> Fault | None:
   """The infrastructure fault behind `error` (or its causes), or None for
   anything else (a crash)."""
@@ -62,12 +82,11 @@ def classify(error: BaseException) -> Fault | None:
       peers = ', '.join(unhealthy[1].split())
       return Fault(exit_codes.PEER_LOST, (
           f'a peer was lost: {peers} stopped sending heartbeats (a stopped '
-          'or dead worker); this worker stopped with it. Rerun the job: it '
-          f'resumes from its last checkpoint (exit {exit_codes.PEER_LOST}).'))
+          'or dead worker); this worker stopped with it. Rerun the job: '
+          f'{_resumes_from(error)} (exit {exit_codes.PEER_LOST}).'))
     if _RETRIES.search(text):
       return Fault(exit_codes.STORAGE_UNAVAILABLE, (
           f'storage stayed unreachable: {error_text.one_line(e, limit=300)} '
-          'Rerun when it answers: the run resumes from its last checkpoint '
-          '(exit '
+          f'Rerun when it answers: {_resumes_from(error)} (exit '
           f'{exit_codes.STORAGE_UNAVAILABLE}).'))
   return None

@@ -34,10 +34,11 @@ class RunOptions:
       none).
     seed: the run's seed (gin macro SEED, which the model and input
       pipeline read too), logged as MLPerf's `seed`.
-    stall_warning_seconds: a checkpoint save or restore that takes longer
-      prints a line naming it, and again every as many seconds
-      (training/watchdog.py: a held storage request is never silent); 0:
-      off. 60 s: a save of ResNet-50 to GCS takes a few seconds.
+    stall_warning_seconds: a checkpoint save, restore or upload, or an
+      evaluation, that takes longer prints a line naming it, and again
+      every as many seconds (training/watchdog.py: a held storage request
+      is never silent); 0: off. 60 s: a save of ResNet-50 to GCS takes a
+      few seconds, an evaluation on a pod a few more.
 
   Raises:
     ValueError: `profile_steps` that are not a pair.

@@ -30,6 +30,20 @@ def test_a_lost_peer_is_named_with_its_task_and_code():
   assert '\n' not in fault.line
 
 
+def test_the_line_names_the_checkpoint_a_rerun_resumes_from():
+  error = tf.errors.UnavailableError(None, None, PEER)
+  faults.note_last_checkpoint(error, 'gs://b/run/checkpoints/ckpt-8')
+  assert faults.classify(error).line.endswith(
+      'Rerun the job: it resumes from its last checkpoint, '
+      'gs://b/run/checkpoints/ckpt-8 (exit 69).')
+  wrapped = RuntimeError('saving failed')
+  wrapped.__cause__ = tf.errors.AbortedError(None, None, STORAGE)
+  faults.note_last_checkpoint(wrapped, None)
+  assert faults.classify(wrapped).line.endswith(
+      'Rerun when it answers: it starts over (no checkpoint was written '
+      'yet) (exit 74).')
+
+
 def test_unreachable_storage_is_named_also_as_a_cause():
   try:
     try:
