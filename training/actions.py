@@ -377,7 +377,7 @@ class KeepBestCheckpoint:
     self.checkpointer = checkpoints.Checkpointer(
         model_dir=context.model_dir, chief=context.chief,
         worker_id=context.worker_id, max_to_keep=1, folder=folder,
-        uploads=context.uploads,
+        uploads=context.uploads, resumable=False,
         staging=(os.path.join(context.staging, folder) if context.staging
                  else None),
         model=context.model)

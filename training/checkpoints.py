@@ -90,7 +90,8 @@ class Checkpointer:
                restart: bool = False, before_save=None,
                collective_save: bool = False, watchdog=None,
                uploads: uploads_lib.Uploader | None = None,
-               staging: str | None = None, **objects):
+               staging: str | None = None, resumable: bool = True,
+               **objects):
     """Args:
       model_dir: the run's folder; checkpoints go to `<model_dir>/<folder>`.
       chief: whether this worker writes the real checkpoints.
@@ -107,6 +108,8 @@ class Checkpointer:
         to `staging` and upload in the background (None: saves write
         model_dir directly).
       staging: a local folder of this checkpointer's own (with uploads).
+      resumable: its checkpoints are what a rerun resumes from (the run's
+        state; not the best weights alone), named as the last durable one.
       collective_save: the workers write each checkpoint together (a mesh
         over processes: DTensor's save is collective and every process must
         name the same files); the chief alone keeps the books (state file,
@@ -124,6 +127,7 @@ class Checkpointer:
     self._objects = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
     self._uploads = None if collective_save else uploads
+    self._resumable = resumable
     if self._uploads and not staging:
       raise ValueError('A Checkpointer with uploads needs a staging folder.')
     if self._uploads:
@@ -251,7 +255,7 @@ class Checkpointer:
         skipped.append(f'{prefix}: cannot be read ({reason}); {where}')
         continue
       self.checkpoint = attempt  # It holds the restored save_counter.
-      if self._uploads:
+      if self._uploads and self._resumable:
         self._uploads.note_durable(
             f'{prefix} (step {step_of(prefix)}, restored at the start)',
             written=False)
@@ -372,7 +376,7 @@ class Checkpointer:
     tf.io.gfile.makedirs(self.directory)
     for name in names:
       tf.io.gfile.copy(name, path + name[len(staged):], overwrite=True)
-    if self._commit(path):
+    if self._commit(path) and self._resumable:
       self._uploads.note_durable(f'{path} (step {step})')
     self._remove(staged)
 

@@ -12,11 +12,15 @@ steps, three times in separate processes:
 - fault-free;
 - with an outage: from the first checkpoint upload on, every storage
   request answers 503 for --outage_seconds (the issue's 4 minutes);
-- with one checkpoint upload request held --hang_seconds (400 s).
+- with one checkpoint upload request held --hang_seconds (400 s);
+- with an outage of writes alone (uploads answer 503, reads go through) for
+  --outage_seconds: training goes on at full speed meanwhile.
 For each: exit code, wall time, whether a traceback was printed, the final
 weights against the fault-free run's (max abs difference), mlperf.log's
 run_stop count and status, and, timed as the lines arrive, when the first
-`stalled:` line came after the fault began (the fault log's first entry).
+`stalled:` line and the last training step's line came after the fault
+began (the fault log's first entry). --runs picks some of them (the first,
+fault-free, is the reference for the weights).
 Prints one JSON line per run and a summary.
 """
 
@@ -42,6 +46,8 @@ def define_flags():
   flags.DEFINE_integer('steps', 40, 'Training steps per run.')
   flags.DEFINE_integer('outage_seconds', 240, 'The outage.')
   flags.DEFINE_integer('hang_seconds', 400, 'The held request.')
+  flags.DEFINE_list('runs', ['fault-free', 'outage', 'hang', 'write-outage'],
+                    'Which runs.')
   flags.mark_flag_as_required('data_dir')
 
 
@@ -90,6 +96,7 @@ def _report(name, run, model_dir, steps, baseline, faults_log):
       entries = [json.loads(l) for l in f]
     began = entries[0]['time'] if entries else None
   stalled = [t for t, l in run['lines'] if l.startswith('stalled:')]
+  step_lines = [t for t, l in run['lines'] if l.startswith('step ')]
   weights = _weights(model_dir, steps) if run['code'] in (0, 1) else {}
   difference = (max(float(abs(weights[k] - baseline[k]).max())
                     for k in baseline) if weights and baseline else None)
@@ -104,6 +111,8 @@ def _report(name, run, model_dir, steps, baseline, faults_log):
       'first_stalled_line_after_fault_s': (
           round(stalled[0] - began, 1) if stalled and began else None),
       'stalled_lines': len(stalled),
+      'last_step_line_after_fault_s': (
+          round(step_lines[-1] - began, 1) if step_lines and began else None),
       'stderr_tail': (run['stderr'][-1500:] if run['code'] not in (0, 1)
                       else ''),
       'storage_lines': [l for _, l in run['lines']
@@ -121,16 +130,23 @@ def main(argv):
       tf.io.gfile.copy(os.path.join(FLAGS.data_dir, name),
                        f'gs://bench/data/{name}', overwrite=True)
   plans = [
-      ('fault-free', []),
-      (f'outage {FLAGS.outage_seconds} s from the first checkpoint upload',
+      ('fault-free', 'fault-free', []),
+      ('outage',
+       f'outage {FLAGS.outage_seconds} s from the first checkpoint upload',
        [{'method': 'POST', 'path': 'ckpt-', 'status': 503,
          'outage_seconds': FLAGS.outage_seconds, 'times': 1}]),
-      (f'one checkpoint upload request held {FLAGS.hang_seconds} s',
+      ('hang', f'one checkpoint upload request held {FLAGS.hang_seconds} s',
        [{'method': 'POST', 'path': 'ckpt-', 'hang_seconds': FLAGS.hang_seconds,
          'times': 1}]),
+      ('write-outage',
+       f'outage of writes {FLAGS.outage_seconds} s from the first checkpoint '
+       'upload',
+       [{'method': ['POST', 'PUT'], 'path': 'ckpt-', 'status': 503,
+         'outage_seconds': FLAGS.outage_seconds, 'times': 1}]),
   ]
+  plans = [p for p in plans if p[0] == 'fault-free' or p[0] in FLAGS.runs]
   reports, baseline = [], None
-  for i, (name, rules) in enumerate(plans):
+  for i, (_, name, rules) in enumerate(plans):
     with open(faults, 'w') as f:
       json.dump(rules, f)
     if os.path.exists(faults + '.log'):
@@ -154,7 +170,8 @@ def main(argv):
           f"{clean['exit_code']}), {r['seconds']} s ({clean['seconds']} s), "
           f"final weights {'identical' if same else 'DIFFERENT or missing'}, "
           f"first stalled line {r['first_stalled_line_after_fault_s']} s "
-          'after the fault began', flush=True)
+          f"and last step line {r['last_step_line_after_fault_s']} s after "
+          'the fault began', flush=True)
 
 
 if __name__ == '__main__':
