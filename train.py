@@ -20,9 +20,7 @@ evaluates and saves (docs/architecture.md traces it file by file).
 
 import dataclasses
 import os
-import shutil
 import sys
-import tempfile
 import time
 import traceback
 import uuid
@@ -138,7 +136,8 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     submission = dataclasses.replace(submission,
                                      platform=plan.distribution.platform)
   lock = lock_model_dir(model_dir, placement.chief, placement.worker_sum)
-  writes = RemoteWrites(model_dir, storage, options.stall_warning_seconds)
+  writes = uploads_lib.RemoteWrites(model_dir, storage,
+                                    options.stall_warning_seconds)
   try:
     mlperf = mlperf_log.MlperfLog(
         path=(os.path.join(model_dir, 'mlperf.log') if placement.chief
@@ -164,47 +163,6 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
   finally:
     if lock:
       lock.release()
-
-
-class RemoteWrites:
-  """A remote model_dir's writes, off the training thread: the uploader and
-  the local staging folder (training/uploads.py); both None for a local
-  model_dir."""
-
-  # After a failure, how long the run waits to land what it wrote (the
-  # last lines of mlperf.log) before it exits.
-  FAILED_FLUSH_SECONDS = 60.0
-
-  def __init__(self, model_dir: str, storage: storage_lib.StorageOptions,
-               stall_warning_seconds: float):
-    self.uploads = self.staging = None
-    self.finished = False
-    if storage_lib.is_remote(model_dir):
-      self.staging = tempfile.mkdtemp(prefix='run-staging-',
-                                      dir=storage.staging_root())
-      self.uploads = uploads_lib.Uploader(
-          budget_seconds=storage.outage_budget_seconds,
-          watchdog=watchdog_lib.Watchdog(warn_after=stall_warning_seconds))
-
-  def finish(self, failed: bool = False) -> None:
-    """Waits for every queued write (at most FAILED_FLUSH_SECONDS after a
-    failure, whose own error is the one reported), then removes the
-    staging folder; one that did not land is kept and named. Once."""
-    if not self.uploads or self.finished:
-      return
-    self.finished, done = True, False
-    try:
-      done = self.uploads.close(
-          self.FAILED_FLUSH_SECONDS if failed else None)
-    except Exception:  # pylint: disable=broad-except
-      if not failed:
-        raise
-    finally:
-      if done:
-        shutil.rmtree(self.staging, ignore_errors=True)
-      else:
-        print(f'warning: {self.uploads.pending()} writes did not reach '
-              f'storage; their staged files are in {self.staging}.', flush=True)
 
 
 def _both(first, second):
@@ -233,7 +191,7 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 
 def _train(*, task, optimizer, learning_rate, model_dir, schedule,
            plan: plan_lib.Plan, options: run_options.RunOptions, mlperf,
-           extra_actions, lock, writes: RemoteWrites):
+           extra_actions, lock, writes: uploads_lib.RemoteWrites):
   profiler = None
   if options.profile_steps:
     profiler = actions_lib.Profiler(logdir=model_dir,

@@ -20,6 +20,8 @@ makes the older one pointless, and during an outage only the newest is kept.
 import collections
 import dataclasses
 import os
+import shutil
+import tempfile
 import threading
 import time
 from typing import Callable
@@ -28,6 +30,7 @@ import tensorflow as tf
 
 from training import error_text
 from training import faults
+from training import storage as storage_lib
 from training import watchdog as watchdog_lib
 
 # TensorFlow's codes for storage that did not answer, or answered "later".
@@ -259,3 +262,46 @@ class Files:
       else:
         copy()
     return sync
+
+
+class RemoteWrites:
+  """A run's writes to a remote model_dir: its Uploader and its local
+  staging folder (both None for a local model_dir), set up at the start
+  and finished (flushed, staging removed) at the end, once."""
+
+  # After a failure, how long the run waits to land what it wrote (the
+  # last lines of mlperf.log) before it exits.
+  FAILED_FLUSH_SECONDS = 60.0
+
+  def __init__(self, model_dir: str, storage: storage_lib.StorageOptions,
+               stall_warning_seconds: float):
+    self.uploads = self.staging = None
+    self.finished = False
+    if storage_lib.is_remote(model_dir):
+      self.staging = tempfile.mkdtemp(prefix='run-staging-',
+                                      dir=storage.staging_root())
+      self.uploads = Uploader(
+          budget_seconds=storage.outage_budget_seconds,
+          watchdog=watchdog_lib.Watchdog(
+              warn_after=stall_warning_seconds))
+
+  def finish(self, failed: bool = False) -> None:
+    """Waits for every queued write (at most FAILED_FLUSH_SECONDS after a
+    failure, whose own error is the one reported), then removes the
+    staging folder; one that did not land is kept and named. Once."""
+    if not self.uploads or self.finished:
+      return
+    self.finished, done = True, False
+    try:
+      done = self.uploads.close(
+          self.FAILED_FLUSH_SECONDS if failed else None)
+    except Exception:  # pylint: disable=broad-except
+      if not failed:
+        raise
+    finally:
+      if done:
+        shutil.rmtree(self.staging, ignore_errors=True)
+      else:
+        print(f'warning: {self.uploads.pending()} writes did not reach '
+              f'storage; their staged files are in {self.staging}.',
+              flush=True)
