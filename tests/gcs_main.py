@@ -5,7 +5,8 @@ Uploads the data to gs://test/data, trains with model_dir gs://test/run, and
 then, with faults injected by the emulator's proxy (tools/gcs_emulator.Faults):
 - resumes from the gs:// checkpoint through a 12 s outage of every request
   that starts as the run begins its mlperf.log (reads wait; writes land
-  late while training goes on), and a request of ckpt-8 held 5 s;
+  late while training goes on), a request of ckpt-8 held 5 s and five
+  writes that fail at a steady rate;
 - runs on with an outage of writes longer than a 6 s budget (gin), which
   stops the run with exit 74 naming the last durable checkpoint.
 Prints a JSON report.
@@ -54,7 +55,11 @@ def main(local_data):
         {'path': 'mlperf.log', 'status': 503, 'outage_seconds': 12,
          'times': 1},
         # A held request: the watchdog names the upload while it waits.
-        {'path': 'ckpt-8', 'hang_seconds': 5, 'times': 1}], f)
+        {'path': 'ckpt-8', 'hang_seconds': 5, 'times': 1},
+        # Writes fail at a steady rate (1 in 8; 5 of them, each costing a
+        # retry's delay).
+        {'method': ['POST', 'PUT'], 'status': 503, 'rate': 0.125,
+         'times': 5}], f)
   second = train(8, '--gin.training.run_options.RunOptions.'
                  'stall_warning_seconds=2')
   log = tf.io.gfile.GFile('gs://test/run/mlperf.log').read()
@@ -85,6 +90,7 @@ def main(local_data):
                         if l.startswith('restarting once')],
       'checkpoints_after_outage': checkpoints,
       'fault_log': open(faults + '.log').read().count('outage 503'),
+      'rate_faults': open(faults + '.log').read().count('rate'),
       'files': sorted(tf.io.gfile.listdir('gs://test/run')),
       'checkpoints': sorted(tf.io.gfile.listdir('gs://test/run/checkpoints')),
       'run_stops': log.count('"key": "run_stop"'),
