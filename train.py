@@ -475,4 +475,8 @@ def run_command(argv, sugar_bindings):
 
 if __name__ == '__main__':
   remaining, sugar = gin_config.split_gin_sugar(sys.argv)
-  app.run(lambda argv: main(argv, sugar), argv=remaining)
+  try:
+    app.run(lambda argv: main(argv, sugar), argv=remaining)
+  except SystemExit as end:
+    uploads_lib.end_process_if_stuck(end.code)
+    raise

@@ -22,6 +22,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import sys
 import threading
 import time
 from typing import Callable
@@ -43,6 +44,22 @@ _TRANSIENT = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
 def is_transient(error: BaseException) -> bool:
   """A storage error worth retrying (not a permission or a path error)."""
   return isinstance(error, (_TRANSIENT, ConnectionError, TimeoutError))
+
+
+THREAD_NAME = 'uploads'
+
+
+def end_process_if_stuck(code) -> None:
+  """Ends the process with `code` at once if an upload thread is still
+  alive: one stuck in TensorFlow's retries (storage unreachable past the
+  budget) makes the interpreter's shutdown abort (SIGABRT, seen as exit
+  -6 on a busy machine), which would hide the run's own exit code."""
+  if any(t.name == THREAD_NAME and t.is_alive()
+         for t in threading.enumerate()):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # pylint: disable-next=protected-access
+    os._exit(code if isinstance(code, int) else 1)
 
 
 @dataclasses.dataclass
@@ -101,7 +118,7 @@ class Uploader:
       self._queue.append(_Task(what, run, key, drop, time.monotonic()))
       if self._thread is None:
         self._thread = threading.Thread(target=self._work, daemon=True,
-                                        name='uploads')
+                                        name=THREAD_NAME)
         self._thread.start()
       self._changed.notify_all()
 
@@ -155,15 +172,16 @@ class Uploader:
              else 'no error back yet: its requests are still retried or held')
     if self.durable:
       what, when = self.durable
-      last = f'The last durable checkpoint is {what}' + (
-          f', written {time.time() - when:.0f} s ago' if when else '')
+      last = (f'The last durable checkpoint is {what}' + (
+          f', written {time.time() - when:.0f} s ago' if when else '') +
+              '; rerun when storage answers and the run resumes from it.')
     else:
-      last = 'No checkpoint of this run reached storage'
+      last = ('No checkpoint of this run reached storage; rerun when storage '
+              'answers (the run starts over).')
     return (f'storage stayed unreachable for {waited:.0f} s, past the budget '
             f'of {self.budget_seconds:.0f} s '
             '(training.storage.StorageOptions.outage_budget_seconds): '
-            f'{task.what} is not done: {error}. {last}; rerun when storage '
-            'answers and the run resumes from it.')
+            f'{task.what} is not done: {error}. {last}')
 
   def _next(self) -> _Task | None:
     with self._changed:

@@ -2,12 +2,15 @@
 checkpoints uploaded through it (training/checkpoints.py)."""
 
 import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import helpers
 from training import checkpoints
 from training import faults
 from training import storage
@@ -80,9 +83,13 @@ def test_a_held_write_past_the_budget_is_caught_by_check_alone():
   release = threading.Event()
   up = _uploader(budget=0.2)
   up.submit('the write of gs://b/run/config.gin', release.wait)
-  with pytest.raises(faults.StorageUnavailable, match='no error back yet'):
+  with pytest.raises(faults.StorageUnavailable) as raised:
     up.flush(timeout=30)
   release.set()
+  assert 'no error back yet' in str(raised.value)
+  assert str(raised.value).endswith(
+      'No checkpoint of this run reached storage; rerun when storage '
+      'answers (the run starts over).')
 
 
 def test_a_permission_error_stops_the_run_at_once_as_itself():
@@ -91,6 +98,24 @@ def test_a_permission_error_stops_the_run_at_once_as_itself():
   up.submit('the write of gs://b/run/config.gin', Flaky(1, denied))
   with pytest.raises(tf.errors.PermissionDeniedError):
     up.flush(timeout=30)
+
+
+def test_a_stuck_upload_thread_does_not_hide_the_exit_code():
+  """The process ends with its own code and its last line even while an
+  upload thread is still busy (here asleep; in a run, inside TensorFlow)."""
+  program = (
+      'import threading, time\n'
+      'from training import uploads\n'
+      'threading.Thread(target=time.sleep, args=(600,), daemon=True,\n'
+      '                 name=uploads.THREAD_NAME).start()\n'
+      'print("error: storage stayed unreachable", flush=False)\n'
+      'uploads.end_process_if_stuck(74)\n'
+      'print("not reached")\n')
+  done = subprocess.run([sys.executable, '-c', program], capture_output=True,
+                        text=True, timeout=120, cwd=helpers.ROOT,
+                        env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+  assert done.returncode == 74, done.stderr[-2000:]
+  assert done.stdout.splitlines() == ['error: storage stayed unreachable']
 
 
 def test_a_newer_task_of_a_key_replaces_a_queued_one_that_lets_go():
