@@ -354,18 +354,14 @@ def restart_for_storage_options() -> None:
   when gin binds other training.storage.StorageOptions than the defaults
   this process started with, train.py (run as the program) runs itself
   again with them in its environment, before any work."""
-  changes = gin.get_configurable(storage_lib.StorageOptions)(
-      ).restart_environment()
+  options = gin.get_configurable(storage_lib.StorageOptions)()
   main_file = getattr(sys.modules['__main__'], '__file__', None)
-  if not changes or not main_file or (
+  if not options.restart_environment() or not main_file or (
       os.path.abspath(main_file) != os.path.abspath(__file__)):
     return
+  changes = options.set_for_restart()
   print('restarting once with TensorFlow\'s storage settings from gin: ' +
         ', '.join(f'{k}={v}' for k, v in sorted(changes.items())), flush=True)
-  os.environ.update(changes)
-  defaulted = set(os.environ[storage_lib.DEFAULTED].split(',')) - set(changes)
-  os.environ[storage_lib.DEFAULTED] = ','.join(sorted(defaulted))
-  sys.stdout.flush()
   argv = sys.argv[1:]
   if not any(a.startswith('--model_dir') for a in argv):  # The one chosen.
     argv.append(f'--model_dir={flags.FLAGS.model_dir}')

@@ -371,11 +371,7 @@ class Checkpointer:
     """Copies a staged checkpoint in (its index last: a checkpoint with an
     index is whole), commits it, then removes the staged files. Safe to
     repeat after a failure."""
-    names = sorted(tf.io.gfile.glob(staged + '.*'),
-                   key=lambda name: name.endswith('.index'))
-    tf.io.gfile.makedirs(self.directory)
-    for name in names:
-      tf.io.gfile.copy(name, path + name[len(staged):], overwrite=True)
+    self._copy(staged, path)
     if self._commit(path) and self._resumable:
       self._uploads.note_durable(f'{path} (step {step})')
     self._remove(staged)
@@ -387,8 +383,7 @@ class Checkpointer:
     for old in free[:max(len(free) - self.max_to_keep, 0)]:
       # Removed before it leaves the list: a retry after a storage fault
       # finds it again.
-      for name in tf.io.gfile.glob(old + '.*'):
-        tf.io.gfile.remove(name)
+      self._remove(old)
       self._kept.remove(old)
     self._write_state()
 
@@ -419,11 +414,16 @@ class Checkpointer:
       self._copy_in(source, path)
     return path
 
-  def _copy_in(self, source: str, path: str) -> None:
+  def _copy(self, source: str, path: str) -> None:
+    """Copies checkpoint `source` to `path` in this folder, its index last
+    (a checkpoint with an index is whole)."""
     tf.io.gfile.makedirs(self.directory)
     for name in sorted(tf.io.gfile.glob(source + '.*'),
                        key=lambda name: name.endswith('.index')):
       tf.io.gfile.copy(name, path + name[len(source):], overwrite=True)
+
+  def _copy_in(self, source: str, path: str) -> None:
+    self._copy(source, path)
     self._kept = [p for p in self._kept if p != path] + [path]
     self._rotate()
 

@@ -121,12 +121,24 @@ class StorageOptions:
   def restart_environment(self, environ=os.environ) -> dict[str, str]:
     """The settings these options change among those the process took as
     defaults ({}: TensorFlow already runs with these options)."""
-    defaulted = set(filter(None, environ.get(DEFAULTED, '').split(',')))
+    defaulted = _defaulted(environ)
     return {k: v for k, v in self.tf_environment().items()
             if k in defaulted and environ.get(k) != v}
 
+  def set_for_restart(self, environ=os.environ) -> dict[str, str]:
+    """Sets `restart_environment()`'s changes, noted as chosen (not
+    defaults), for a process that restarts itself; returns them."""
+    changes = self.restart_environment(environ)
+    environ.update(changes)
+    environ[DEFAULTED] = ','.join(sorted(_defaulted(environ) - set(changes)))
+    return changes
+
   def staging_root(self) -> str:
     return self.staging_dir or tempfile.gettempdir()
+
+
+def _defaulted(environ) -> set[str]:
+  return set(filter(None, environ.get(DEFAULTED, '').split(',')))
 
 
 def is_remote(path: str) -> bool:

@@ -150,6 +150,12 @@ def test_storage_options_make_tensorflow_retries_span_the_budget():
                                    request_idle_timeout_seconds=9)
   assert shorter.restart_environment(environ) == {
       'GCS_RETRY_CONFIG_MAX_RETRIES': '6'}
+  # The restarted process runs with them, as chosen: no second restart.
+  assert shorter.set_for_restart(environ) == {
+      'GCS_RETRY_CONFIG_MAX_RETRIES': '6'}
+  assert environ['GCS_RETRY_CONFIG_MAX_RETRIES'] == '6'
+  assert shorter.restart_environment(environ) == {}
+  assert 'GCS_RETRY_CONFIG_MAX_RETRIES' not in environ[storage.DEFAULTED]
   with pytest.raises(ValueError, match='outage_budget_seconds'):
     storage.StorageOptions(outage_budget_seconds=0)
 
