@@ -108,8 +108,9 @@ class Uploader:
              drop: Callable[[], bool] | None = None) -> None:
     """Queues `run` (named `what` in lines). A newer task of the same key
     replaces it before it starts if its `drop()` (cleaning up) returns
-    True; without `drop` it is replaced."""
-    self.check()
+    True; without `drop` it is replaced. Never raises a fault: it may be
+    called from a logging handler (mlperf.log's lines after the fault);
+    the run learns of faults at `check()`."""
     with self._changed:
       if key is not None:
         for old in [t for t in self._queue if t.key == key]:

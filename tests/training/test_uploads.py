@@ -77,6 +77,10 @@ def test_a_write_undone_past_the_budget_stops_the_run_naming_it():
   assert fault.code == 74 and fault.line.startswith('storage stayed')
   with pytest.raises(faults.StorageUnavailable):
     up.check()  # Every later check says the same.
+  # A later write (mlperf.log's run_stop, from a logging handler) queues
+  # without raising: only check() stops the run.
+  up.submit('the write of gs://b/run/mlperf.log', lambda: None)
+  assert up.pending() == 2
 
 
 def test_a_held_write_past_the_budget_is_caught_by_check_alone():
