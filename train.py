@@ -30,8 +30,9 @@ from absl import app
 from absl import flags
 import gin
 
-from training import config as gin_config
-from training import startup
+from core import config as gin_config
+from core import entry_point
+from core import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -51,36 +52,36 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags,
-                            gin_config.split_gin_sugar(sys.argv)[0])
+  entry_point.parse_flags_early(define_flags,
+                                gin_config.split_gin_sugar(sys.argv)[0])
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
+from core import exit_codes
+from core import staged_files
+from core import storage as storage_lib
 from distribution import plan as plan_lib
 from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
-from tools import staged_files
 from training import actions as actions_lib
 from training import checkpoints
 from training import controller as controller_lib
 from training import evaluator as evaluator_lib
 from training import events
 from training import extras
-from training import exit_codes
 from training import faults
 from training import mlperf_log
 from training import preemption
-from training import run_options
 from training import run_lock
+from training import run_options
 from training import step as step_lib
-from training import storage as storage_lib
-from training import uploads as uploads_lib
-from training import watchdog as watchdog_lib
 from training import task as task_lib
 from training.task import Optimizer
 from training.task import Task
+from training import uploads as uploads_lib
+from training import watchdog as watchdog_lib
 
 
 def check_writable(model_dir: str) -> None:
@@ -123,7 +124,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
     submission: MLPerf submission_* values.
     storage: how long storage may stay unreachable, TensorFlow's GCS
       timeouts, where a remote model_dir's files are staged
-      (training/storage.py).
+      (core/storage.py).
     actions: extra actions: factories called with `context=RunContext`
       (training/actions.py, e.g. KeepBestCheckpoint, ExportSavedModel).
 
@@ -351,7 +352,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
 
 def restart_for_storage_options() -> None:
   """TensorFlow reads its GCS retry and timeout settings once, as it loads:
-  when gin binds other training.storage.StorageOptions than the defaults
+  when gin binds other core.storage.StorageOptions than the defaults
   this process started with, train.py (run as the program) runs itself
   again with them in its environment, before any work."""
   options = gin.get_configurable(storage_lib.StorageOptions)()
@@ -372,7 +373,7 @@ def restart_for_storage_options() -> None:
 # (4 for an unreachable TPU); a lost peer or unreachable storage is one line
 # and its own code (training/faults.py). Anything else is a crash:
 # traceback, exit 3.
-# The table of exit codes is training/exit_codes.py.
+# The table of exit codes is core/exit_codes.py.
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
                FloatingPointError, run_lock.ModelDirInUse)
 EXIT_USER_ERROR = exit_codes.USER_ERROR

@@ -14,7 +14,7 @@ The plans:
   device, mirrored, multi-worker, TPU), each with the whole model and its
   share of the batch. Two compositions on top, each optional and checked
   in the constructor: weight-update sharding (each replica keeps and
-  updates 1/N of the optimizer state: training/weight_update_sharding.py)
+  updates 1/N of the optimizer state: distribution/weight_update_sharding.py)
   and spatial partitioning (groups of consecutive replicas split each
   training image along its height: input_pipeline/spatial.py; a group is
   one data-parallel replica).
@@ -37,13 +37,13 @@ from typing import Callable, ContextManager, Protocol
 import tensorflow as tf
 
 from distribution import embedding_tables
+from distribution import gradients as gradients_lib
 from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
 from distribution import tpu as tpu_lib
 from distribution import tpu_slices
+from distribution import weight_update_sharding as wus
 from input_pipeline import spatial as spatial_input
-from training import step as step_lib
-from training import weight_update_sharding as wus
 
 
 class Plan(Protocol):
@@ -93,8 +93,8 @@ class DataParallel:
   and spatially partitioned."""
 
   def __init__(self, *, distribution: strategies.StrategyConfig,
-               gradients: step_lib.GradientOptions = (
-                   step_lib.GradientOptions()),
+               gradients: gradients_lib.GradientOptions = (
+                   gradients_lib.GradientOptions()),
                deterministic: bool = False,
                weight_update_sharding: bool = False,
                spatial_partitions: int = 1,
@@ -227,8 +227,8 @@ class Mesh:
 
   def __init__(self, *, mesh: mesh_lib.MeshConfig,
                distribution: strategies.StrategyConfig,
-               gradients: step_lib.GradientOptions = (
-                   step_lib.GradientOptions()),
+               gradients: gradients_lib.GradientOptions = (
+                   gradients_lib.GradientOptions()),
                deterministic: bool = False, **replica_options):
     """Connects the mesh (over processes or a TPU slice: before any
     TensorFlow op).
@@ -329,7 +329,7 @@ class PlanOptions:
   """
   distribution: strategies.StrategyConfig = strategies.StrategyConfig()
   mesh: mesh_lib.MeshConfig = mesh_lib.MeshConfig()
-  gradients: step_lib.GradientOptions = step_lib.GradientOptions()
+  gradients: gradients_lib.GradientOptions = gradients_lib.GradientOptions()
   weight_update_sharding: bool = False
   spatial_partitions: int = 1
   embedding_sharding: str = 'none'

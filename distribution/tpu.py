@@ -17,9 +17,9 @@ import importlib.util
 import os
 
 
-from distribution import tpu_slices
+from core import startup
 from distribution.gce_metadata import metadata
-from training import startup
+from distribution import tpu_slices
 
 HINT = ('On a single-host TPU VM (v2-8, v3-8, v4-8, v5litepod-8) use '
         '--tpu=local; for a '
@@ -37,7 +37,7 @@ DEVICE_FILES = startup.TPU_DEVICE_FILES
 
 class TpuUnavailable(ValueError):
   """No TPU could be found, reached or initialised. One line naming what
-  was found; train.py exits with training.exit_codes.NO_TPU."""
+  was found; train.py exits with core.exit_codes.NO_TPU."""
 
 
 def _api_client(resolver):

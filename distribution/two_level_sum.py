@@ -30,7 +30,7 @@ def check_group_size(group_size: int, num_replicas: int) -> None:
         f'grid of the {num_replicas} replicas: the group size must divide '
         f'{num_replicas} and lie strictly between 1 and {num_replicas} '
         f'(here: {divisors or "none"}).'
-        ' Set training.step.GradientOptions.two_level_group_size to one of '
+        ' Set distribution.gradients.GradientOptions.two_level_group_size to one of '
         'them, or to 0 for one all-reduce over all replicas.')
 
 

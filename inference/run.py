@@ -22,9 +22,10 @@ from absl import app
 from absl import flags
 import mlperf_loadgen as lg
 
+from core import config as gin_config
+from core import entry_point
+from core import startup
 from inference import settings as settings_lib
-from training import config as gin_config
-from training import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -60,7 +61,7 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
@@ -252,7 +253,7 @@ def main(argv):
   f = flags.FLAGS
   backends.set_intra_op_threads(f.intra_op_threads)
   # Bad input raises ValueError or FileNotFoundError: one line, exit 2
-  # (startup.tool_main).
+  # (entry_point.tool_main).
   task = load_task(gin_config.resolve_gin_files(f.gin_file,
                                                 f.gin_search_paths),
                    f.gin_param, f.dataset)
@@ -310,4 +311,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from training import error_text
+from core import error_text
 
 
 def list_files(file_pattern: str) -> list[str]:

@@ -14,7 +14,7 @@
   (3, 1). Channels 256/512, 256/512, 128/256, 128/256, 128/256.
 - Heads: per level a class and a box convolution with a bias, kernel
   min(map size, 3) and 'same' padding; default-box-major flattening
-  (`concat_outputs`: box size, row, column), which models/ssd_boxes.py's
+  (`concat_outputs`: box size, row, column), which input_pipeline/ssd_boxes.py's
   default boxes follow.
 - tf.layers' default initialisers: Glorot-uniform kernels, zero biases.
 
@@ -27,10 +27,10 @@ import math
 
 import tensorflow as tf
 
+from input_pipeline import ssd_boxes
 from models import layers
 from models import named_checkpoint
 from models import resnet as resnet_lib
-from models import ssd_boxes
 
 BACKBONE_DEPTHS = (10, 18, 34)  # ResNets with basic blocks.
 

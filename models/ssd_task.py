@@ -23,11 +23,11 @@ Google's MLPerf v0.7 `ssd_model.py` read line by line:
 import numpy as np
 import tensorflow as tf
 
-from input_pipeline import records
 from input_pipeline.coco import CocoInput
+from input_pipeline import records
+from input_pipeline import ssd_boxes
 from models import coco_metric
 from models import ssd as ssd_lib
-from models import ssd_boxes
 from training import losses
 
 # ssd_constants.py.

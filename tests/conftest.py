@@ -37,7 +37,7 @@ def pytest_configure(config):
     # loops (TensorFlow's default, a thread per core in every process,
     # oversubscribes them and spins). Processes the tests start inherit it.
     os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
-  from training import startup
+  from core import startup
   startup.import_tensorflow()  # As every entry point: without Keras.
   from distribution import strategy
   # Must happen before TensorFlow initialises; every test process gets 4.

@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from training import startup
+from core import startup
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
@@ -69,7 +69,7 @@ def main(local_data):
   with open(faults, 'w') as f:
     json.dump([{'method': ['POST', 'PUT'], 'path': 'mlperf.log',
                 'status': 503, 'outage_seconds': 120, 'times': 1}], f)
-  third = train(12, '--gin.training.storage.StorageOptions.'
+  third = train(12, '--gin.core.storage.StorageOptions.'
                 'outage_budget_seconds=6')
   with open(faults, 'w') as f:
     json.dump([], f)

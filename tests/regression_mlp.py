@@ -5,10 +5,11 @@ two-level sums, packing)."""
 import numpy as np
 import tensorflow as tf
 
+from distribution import gradients as gradients_lib
+from distribution import weight_update_sharding as wus
 from training import losses
 from training import optimizers
 from training import step as step_lib
-from training import weight_update_sharding as wus
 
 
 class Mlp(tf.Module):
@@ -55,7 +56,7 @@ OPTIMIZERS = {
 
 
 def train(strategy, make_optimizer, *, steps: int, sharded: bool = False,
-          gradients=step_lib.GradientOptions()):
+          gradients=gradients_lib.GradientOptions()):
   """`steps` steps on a fixed data set of 64 examples in batches of 16.
 
   Returns:

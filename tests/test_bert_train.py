@@ -87,8 +87,8 @@ def test_resumed_stream_two_epochs_later_is_the_uninterrupted_one(sums_data):
 
 def test_clipping_before_and_after_the_all_reduce(sums_data):
   del sums_data
+  from distribution import gradients as gradients_lib
   from distribution import strategy as strategies
-  from training import step as step_lib
   strategy = strategies.make_strategy(kind='mirrored', num_cpu_devices=2)
   # Replica r holds gradient r+1 times [3, 4] (norm 5 (r+1)) as a 1/2 share.
   def run(clip_before, dtype='float32'):
@@ -96,8 +96,8 @@ def test_clipping_before_and_after_the_all_reduce(sums_data):
       r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group,
                   tf.float32)
       g = tf.constant([3.0, 4.0]) * (r + 1) / 2
-      return step_lib.all_reduce_gradients(
-          [g], options=step_lib.GradientOptions(
+      return gradients_lib.all_reduce_gradients(
+          [g], options=gradients_lib.GradientOptions(
               clip_norm=1.0, clip_before_allreduce=clip_before,
               allreduce_dtype=dtype), replica_factor=2)[0]
     return strategy.experimental_local_results(strategy.run(tf.function(fn)))[

@@ -8,8 +8,8 @@ import re
 import gin
 import pytest
 
+from core import config as gin_config
 from tests import helpers
-from training import config as gin_config
 
 EXPERIMENTS = sorted(os.path.relpath(p, helpers.ROOT) for p in glob.glob(
     os.path.join(helpers.ROOT, 'gin', '*.gin')) if not p.endswith('run.gin'))

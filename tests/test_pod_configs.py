@@ -13,8 +13,8 @@ import gin
 import numpy as np
 import pytest
 
+from core import config as gin_config
 from tests import helpers
-from training import config as gin_config
 from training import mlperf_log
 from training import schedules
 

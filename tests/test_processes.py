@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from core import exit_codes
 from tests import helpers
-from training import exit_codes
 
 pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.
 

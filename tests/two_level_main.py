@@ -15,7 +15,7 @@ import numpy as np
 
 
 def main(out, mode, *group_sizes):
-  from training import startup
+  from core import startup
   startup.import_tensorflow()  # First: TensorFlow without Keras.
   from distribution import strategy as strategies
   if mode == 'mirrored8':
@@ -24,9 +24,9 @@ def main(out, mode, *group_sizes):
   else:
     strategy = strategies.make_strategy(kind='multi_worker', collective='ring')
   import tensorflow as tf
+  from distribution import gradients as gradients_lib
   from distribution import two_level_sum
   from tests import regression_mlp
-  from training import step as step_lib
 
   results = {}
   flat, _, _, ops = regression_mlp.train(
@@ -53,7 +53,7 @@ def main(out, mode, *group_sizes):
       results[f'g{g}/allreduce{i}'] = np.stack([t.numpy() for t in b])
     weights, _, _, ops = regression_mlp.train(
         strategy, regression_mlp.OPTIMIZERS['lamb'], steps=5,
-        gradients=step_lib.GradientOptions(two_level_group_size=g))
+        gradients=gradients_lib.GradientOptions(two_level_group_size=g))
     results.update({f'g{g}/{k}': v for k, v in weights.items()})
     results[f'g{g}_ops'] = ops
   np.savez(out, **results)

@@ -16,7 +16,7 @@ import re
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -26,11 +26,11 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
+from core import staged_files
 from tools import build_vocab
 from tools import create_pretraining_data
-from tools import staged_files
 
 SENTENCE_END = re.compile(r'(?<=[.!?])\s+(?=[A-Z(\"\'])')
 
@@ -88,4 +88,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

@@ -46,7 +46,9 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -60,7 +62,7 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras, quiet.
 # pylint: disable=wrong-import-position
@@ -191,7 +193,7 @@ def build(output_dir: str, source: str) -> dict:
 
 def main(argv):
   del argv
-  # No wheel, or not MovieLens: one line, exit 2 (startup.tool_main).
+  # No wheel, or not MovieLens: one line, exit 2 (entry_point.tool_main).
   counts = build(flags.FLAGS.output_dir,
                  movielens_source(flags.FLAGS.movielens))
   print(f'{counts["train"]} training and {counts["eval"]} eval impressions '
@@ -199,4 +201,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

@@ -18,7 +18,7 @@ from absl import flags
 import numpy as np
 from PIL import Image
 
-from training import startup
+from core import entry_point
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -28,7 +28,7 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 from tools import convert_image_folder
 
@@ -81,4 +81,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

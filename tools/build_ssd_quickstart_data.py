@@ -30,7 +30,7 @@ from absl import flags
 import numpy as np
 from PIL import Image
 
-from training import startup
+from core import entry_point
 
 CANVAS = 160
 TRAIN_CANVASES = 1200
@@ -160,5 +160,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('output_dir', 'data/ssd_quickstart', 'Output folder.')
   flags.DEFINE_integer('seed', 0, 'Seed of the canvases.')
   FLAGS = flags.FLAGS
-  startup.parse_flags_early(lambda: None)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)
+  app.run(entry_point.tool_main(main))

@@ -44,7 +44,9 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -71,15 +73,15 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
+from core import staged_files
 from input_pipeline import packing
 from input_pipeline import subwords
-from tools import staged_files
 
 
 # -- Reading ---------------------------------------------------------------------
@@ -319,4 +321,4 @@ def run(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(run))
+  app.run(entry_point.tool_main(run))

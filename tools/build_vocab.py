@@ -11,7 +11,9 @@ first: [PAD] [UNK] [CLS] [SEP] [MASK].
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -24,13 +26,13 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
-from tools import staged_files
+from core import staged_files
 
 RESERVED_TOKENS = ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
 
@@ -59,4 +61,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

@@ -1,6 +1,6 @@
 """Writes click records (input_pipeline/clicks.py's format) whole or not at
 all: shards of tf.train.Examples and metadata.json, through
-tools/staged_files.py."""
+core/staged_files.py."""
 
 import contextlib
 import json
@@ -9,8 +9,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from core import staged_files
 from input_pipeline import clicks
-from tools import staged_files
 
 
 def example(label: int, dense, sparse) -> bytes:
@@ -32,7 +32,7 @@ def shard_paths(output_dir: str, prefix: str, shards: int) -> list[str]:
 def shard_writers(paths: list[str]):
   """Yields write(row, label, dense, sparse): row r goes to shard r mod S
   (every host's files hold an even share). The shards are staged and appear
-  only when the block ends normally (tools/staged_files.py)."""
+  only when the block ends normally (core/staged_files.py)."""
   with staged_files.staged(paths) as temporaries:
     writers = [tf.io.TFRecordWriter(t) for t in temporaries]
     try:

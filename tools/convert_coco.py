@@ -23,7 +23,7 @@ leaves bad boxes out and counts them instead. Images without boxes are kept
 them). Boxes reaching less than a pixel past the edge are clipped, as COCO
 has many. PNG images (and JPEGs that are not RGB) are re-encoded as RGB
 JPEGs. Every file is staged and renamed when all are complete
-(tools/staged_files.py).
+(core/staged_files.py).
 """
 
 import collections
@@ -35,7 +35,9 @@ import sys
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 ON_BAD_ANNOTATION = ('fail', 'skip')
 CATEGORIES_FILE = 'categories.json'
@@ -192,7 +194,7 @@ def convert(*, annotations: str, images: str, output_dir: str, split: str,
     ValueError: on bad input, before any file appears.
   """
   tf = startup.import_tensorflow()
-  from tools import staged_files  # pylint: disable=import-outside-toplevel
+  from core import staged_files  # pylint: disable=import-outside-toplevel
   if on_bad_annotation not in ON_BAD_ANNOTATION:
     raise ValueError(f'on_bad_annotation must be one of {ON_BAD_ANNOTATION}, '
                      f'got {on_bad_annotation!r}.')
@@ -263,5 +265,5 @@ if __name__ == '__main__':
   flags.mark_flags_as_required(['annotations', 'images', 'output_dir',
                                 'split'])
   FLAGS = flags.FLAGS
-  startup.parse_flags_early(lambda: None)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)
+  app.run(entry_point.tool_main(main))

@@ -20,7 +20,7 @@ its path, or with --on_bad_image=skip is left out and listed (path and reason)
 with a count at the end.
 
 Shards are written under temporary names and renamed when all are complete
-(tools/staged_files.py): a failed conversion leaves nothing under the final
+(core/staged_files.py): a failed conversion leaves nothing under the final
 names.
 """
 
@@ -34,7 +34,9 @@ from absl import app
 from absl import flags
 from PIL import Image
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 ON_BAD_IMAGE = ('fail', 'skip')
 
@@ -57,13 +59,13 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
-from tools import staged_files
+from core import staged_files
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.gif', '.tif', '.tiff',
                   '.webp')
@@ -260,4 +262,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

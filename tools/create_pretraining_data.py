@@ -34,7 +34,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -53,13 +55,13 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
 import tensorflow as tf
 
-from tools import staged_files
+from core import staged_files
 
 REQUIRED_TOKENS = ('[CLS]', '[SEP]', '[MASK]', '[UNK]')
 
@@ -287,4 +289,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

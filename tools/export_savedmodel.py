@@ -22,8 +22,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # Run as a script from anywhere.
 
 # pylint: disable=wrong-import-position
-from training import config as gin_config
-from training import startup
+from core import config as gin_config
+from core import entry_point
+from core import startup
 
 
 # The command line, parsed before the imports below: --help and flag errors
@@ -38,7 +39,7 @@ def define_flags():
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position
@@ -77,7 +78,7 @@ def export(*, gin_files: list[str], gin_params: list[str],
 def main(argv):
   del argv
   # Bad input raises ValueError or FileNotFoundError: one line, exit 2
-  # (startup.tool_main).
+  # (entry_point.tool_main).
   path = export(gin_files=gin_config.resolve_gin_files(
       FLAGS.gin_file, FLAGS.gin_search_paths), gin_params=FLAGS.gin_param,
                 checkpoint_dir=FLAGS.checkpoint_dir,
@@ -87,4 +88,4 @@ def main(argv):
 
 if __name__ == '__main__':
   FLAGS = flags.FLAGS
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

@@ -45,7 +45,7 @@ import sys
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
 from training.time_to_accuracy import MLLOG_PREFIX
 
 FLAGS = flags.FLAGS
@@ -281,5 +281,5 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  startup.parse_flags_early(lambda: None)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)
+  app.run(entry_point.tool_main(main))

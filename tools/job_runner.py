@@ -11,7 +11,7 @@ Every `--heartbeat` seconds and when the command ends it writes
 `--log_bytes`). tools.launch polls them: a dropped ssh connection or a
 restarted launcher loses nothing, and a heartbeat that stops says the VM
 went away. SIGTERM/SIGINT (a preempted VM, a cancelled job) are passed on
-to the command, which saves and exits 75 (training/exit_codes.py).
+to the command, which saves and exits 75 (core/exit_codes.py).
 With `--per_worker` (a run on every host of a slice) worker k > 0 writes to
 `<job_dir>/worker_<k>` (its number from the TPU VM's metadata); worker 0,
 the chief, to `<job_dir>`.

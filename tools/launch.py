@@ -27,7 +27,7 @@ then, in order:
    to `<model_dir>/run_<i>/job/`; the launcher polls them and the node's
    state and prints the log's new lines. A restarted --execute picks up
    where the job is: finished runs are kept, a running one is waited for;
-4. after each run its exit code (training/exit_codes.py) decides: 0 or 1
+4. after each run its exit code (core/exit_codes.py) decides: 0 or 1
    is a result (collected as results/<system>/<benchmark>/result_<i>.txt);
    75 or a lost node (PREEMPTED, TERMINATED, vanished: recreated first)
    reruns it, a timed run from scratch into `run_<i>_retry<k>` (MLPerf does
@@ -51,12 +51,13 @@ import tarfile
 from absl import app
 from absl import flags
 
+from core import config as gin_config
+from core import entry_point
+from core import exit_codes
+from core import startup
 from distribution import tpu_slices
 from tools import gcloud as gcloud_lib
 from tools import gke
-from training import config as gin_config
-from training import exit_codes
-from training import startup
 
 FLAGS = flags.FLAGS
 TIERS = ('on-demand', 'spot', 'reserved', 'guaranteed', 'best-effort')
@@ -203,7 +204,7 @@ def environment_line(job: Job) -> str:
                       ('true', '<the venv\'s libtpu/libtpu.so>')))
     run = ('each host drives its own TPU through PJRT: ' +
            ' '.join(f'{k}={v}' for k, v in values.items()) +
-           ' (train.py sets them on a TPU VM: training/startup.py)')
+           ' (train.py sets them on a TPU VM: core/startup.py)')
   return (f'# image {job.runtime}, {tf}; {run} (as Google\'s TF tests: '
           f'{tpu_slices.GOOGLE_TF_TESTS}).')
 
@@ -514,5 +515,5 @@ def define_flags(flag_values=FLAGS):
 
 if __name__ == '__main__':
   define_flags()
-  startup.parse_flags_early(lambda: None)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)
+  app.run(entry_point.tool_main(main))

@@ -19,17 +19,17 @@ import sys
 import time
 import uuid
 
+from core import exit_codes
 from tools import job_runner
-from tools import object_store
-from tools.launch import Job
 from tools.launch import collect
 from tools.launch import create
 from tools.launch import delete
 from tools.launch import install
+from tools.launch import Job
 from tools.launch import package
 from tools.launch import score
 from tools.launch import start
-from training import exit_codes
+from tools import object_store
 
 LOST_STATES = ('PREEMPTED', 'TERMINATED')
 QUEUED_ENDS = ('FAILED', 'SUSPENDED')
@@ -44,7 +44,7 @@ def next_step(*, exit_code: int | None, node_state: str | None, timed: bool,
               retry: int, max_retries: int) -> tuple[str, int]:
   """After a run ends: ('done' | 'recreate' | 'rerun' | 'give_up', retry).
 
-  exit_code is train.py's (training/exit_codes.py), None when the run's
+  exit_code is train.py's (core/exit_codes.py), None when the run's
   job vanished (its heartbeat stopped). A scored run (0, 1) is done. A
   run is preempted when it exits 75 (it saved and stopped on SIGTERM), 69
   (a peer lost) or 74 (storage unreachable), or its node is lost (PREEMPTED, TERMINATED, or gone: node_state None); a

@@ -24,8 +24,9 @@ import sys
 from absl import app
 from absl import flags
 
-from training import config as gin_config
-from training import startup
+from core import config as gin_config
+from core import entry_point
+from core import startup
 
 FLAGS = flags.FLAGS
 
@@ -89,7 +90,7 @@ def knob(p) -> str:
   if p.gradient_sum > 0.25 * step:
     if p.run.allreduce_bytes == 4:
       return ('the gradient sum is {:.0%} of the step: bfloat16 gradients '
-              "(training.step.GradientOptions.allreduce_dtype = 'bfloat16') "
+              "(distribution.gradients.GradientOptions.allreduce_dtype = 'bfloat16') "
               'halve its bytes'.format(p.gradient_sum / step))
     return ('the gradient sum is {:.0%} of the step: a larger per-replica '
             'batch (fewer steps, each summing the same bytes) or a slice '
@@ -329,6 +330,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
+  entry_point.parse_flags_early(define_flags)
   startup.import_tensorflow()
-  app.run(startup.tool_main(main))
+  app.run(entry_point.tool_main(main))

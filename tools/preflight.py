@@ -104,7 +104,7 @@ class Experiment(NamedTuple):
 def experiment_inputs(gin_files, gin_params) -> Experiment:
   """The Experiment its gin files describe."""
   import gin
-  from training import config as gin_config
+  from core import config as gin_config
   gin.clear_config()
   try:
     gin_config.parse(list(gin_files), list(gin_params))

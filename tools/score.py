@@ -31,7 +31,7 @@ import tempfile
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
 from training import time_to_accuracy
 
 FLAGS = flags.FLAGS
@@ -225,5 +225,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('collect_to', '', 'The folder that model dirs\' logs '
                       'are copied into, as <system>/<benchmark>/result_<i>.txt '
                       '(default: a new temporary folder).')
-  startup.parse_flags_early(lambda: None)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)
+  app.run(entry_point.tool_main(main))

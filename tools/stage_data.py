@@ -18,7 +18,7 @@ import sys
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
 
 FLAGS = flags.FLAGS
 
@@ -107,5 +107,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_multi_string('pattern', [], 'File name globs (default: all).')
   flags.DEFINE_integer('workers', 8, 'Parallel uploads.')
-  startup.parse_flags_early(lambda: None)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)
+  app.run(entry_point.tool_main(main))

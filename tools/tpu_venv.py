@@ -35,7 +35,7 @@ train each model's quickstart a few steps in it (tests/tpu_env/).
 
 Exit codes: 0 built (and checked), 1 a step or check failed (one line
 naming it), 2 bad arguments. Its own imports are the standard library's and
-training/startup.py's (itself standard library only): it runs on a fresh VM
+core/startup.py's (itself standard library only): it runs on a fresh VM
 before anything is installed.
 """
 
@@ -50,7 +50,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # Run as a script with any Python.
-from training import startup  # pylint: disable=wrong-import-position
+from core import startup  # pylint: disable=wrong-import-position
 
 REQUIREMENTS = 'requirements-tpu.txt'
 COUPLED = 'requirements-tpu-nodeps.txt'
@@ -63,7 +63,7 @@ OTHER_TENSORFLOWS = ('tensorflow', 'tensorflow-cpu', 'tensorflow-gpu',
 # packages, train.py, and the tools a TPU VM runs.
 PACKAGES = ('models', 'input_pipeline', 'training', 'distribution',
             'inference')
-TOOLS = ('tools.job_runner', 'tools.object_store', 'tools.staged_files',
+TOOLS = ('tools.job_runner', 'tools.object_store', 'core.staged_files',
          'tools.export_savedmodel', 'tools.score', 'tools.convert_coco',
          'tools.convert_criteo', 'tools.convert_image_folder',
          'tools.create_pretraining_data', 'tools.build_vocab',

@@ -26,9 +26,9 @@ from training import events as ev
 from training import export
 from training import faults
 from training import run_lock
+from training.task import reaches
 from training import time_to_accuracy
 from training import uploads as uploads_lib
-from training.task import reaches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +118,7 @@ class Summaries:
 
   Writes `<model_dir>/train` and `<model_dir>/eval` on the chief only, and
   the gin config as text at the start (gin's aliased module names, e.g.
-  `training7`, replaced by the real ones: training/config.py).
+  `training7`, replaced by the real ones: core/config.py).
   """
 
   SYNC_SECONDS = 60.0  # With a local copy: uploads between evaluations.

@@ -34,7 +34,7 @@ import time
 
 import tensorflow as tf
 
-from training import error_text
+from core import error_text
 from training import uploads as uploads_lib
 from training import watchdog as watchdog_lib
 

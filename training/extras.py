@@ -9,7 +9,7 @@ instead of a traceback.
 
 import re
 
-from training import config
+from core import config
 
 # Top-level module -> (requirements file, the make target that installs it).
 EXTRAS = {

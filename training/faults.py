@@ -1,6 +1,6 @@
 """Infrastructure faults told apart from crashes: a peer that stopped, storage
 that stayed unreachable. Each is one `error:` line naming it and an exit
-code of its own (training/exit_codes.py: PEER_LOST, STORAGE_UNAVAILABLE)
+code of its own (core/exit_codes.py: PEER_LOST, STORAGE_UNAVAILABLE)
 that the launcher reruns as it reruns a preemption, never a traceback that
 reads as the run's own failure.
 
@@ -10,7 +10,7 @@ The texts are TensorFlow's, as its runtime raises them (TF 2.20 and 2.21):
   sending heartbeats): /job:worker/replica:0/task:1", raised into the
   surviving workers' collectives about 10-20 s later;
 - gs:// that stays unreachable: TensorFlow's file system retries each
-  request with backoff (training/storage.py sets how long) and then raises
+  request with backoff (core/storage.py sets how long) and then raises
   "All N retry attempts failed. The last failure: ..."; a write of the
   run's own files that stays undone past the outage budget raises
   StorageUnavailable (training/uploads.py).
@@ -19,8 +19,8 @@ The texts are TensorFlow's, as its runtime raises them (TF 2.20 and 2.21):
 import dataclasses
 import re
 
-from training import error_text
-from training import exit_codes
+from core import error_text
+from core import exit_codes
 
 _UNHEALTHY = re.compile(
     r'tasks are unhealthy \(stopped sending heartbeats\):\s*((?:/job:\S+\s*)+)')

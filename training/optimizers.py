@@ -5,7 +5,7 @@ Each optimizer owns its slot variables and a pure rule
 values; `update(var, grad, slots, lr, step, *, decay)` applies it to one
 device copy's variables. The runtime (training/step.py) decides where and
 when it runs, so the same rule serves one device, mirrored replicas and
-sharded weight updates (training/weight_update_sharding.py), which give it
+sharded weight updates (distribution/weight_update_sharding.py), which give it
 1/N of each tensor and a `norm` that sums squares over the replicas. The learning rate comes from a schedule of its own (gin binds
 `train.train.learning_rate`, training/schedules.py); which variables skip
 weight decay is the model's naming rule, bound in the model's gin file

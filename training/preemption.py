@@ -18,9 +18,9 @@ import signal
 import threading
 import time
 
+from core import exit_codes
 from distribution import strategy as strategies
 from training import events as ev
-from training import exit_codes
 
 EXIT_PREEMPTED = exit_codes.PREEMPTED
 SIGNALS = (signal.SIGTERM, signal.SIGINT)

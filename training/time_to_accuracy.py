@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 
-from training import startup
+from core import startup
 
 QUALITY_TARGET = 'quality_target'
 MLLOG_PREFIX = ':::MLLOG '

@@ -29,9 +29,9 @@ from typing import Callable
 
 import tensorflow as tf
 
-from training import error_text
+from core import error_text
+from core import storage as storage_lib
 from training import faults
-from training import storage as storage_lib
 from training import watchdog as watchdog_lib
 
 # TensorFlow's codes for storage that did not answer, or answered "later".
@@ -181,7 +181,7 @@ class Uploader:
               'answers (the run starts over).')
     return (f'storage stayed unreachable for {waited:.0f} s, past the budget '
             f'of {self.budget_seconds:.0f} s '
-            '(training.storage.StorageOptions.outage_budget_seconds): '
+            '(core.storage.StorageOptions.outage_budget_seconds): '
             f'{task.what} is not done: {error}. {last}')
 
   def _next(self) -> _Task | None:

@@ -39,7 +39,7 @@ class Watchdog:
       while not done.wait(self.warn_after):
         self._say(f'stalled: {what} has taken {time.monotonic() - start:.0f} '
                   's; still waiting (storage requests are retried within the '
-                  'outage budget, training.storage.StorageOptions).')
+                  'outage budget, core.storage.StorageOptions).')
 
     thread = threading.Thread(target=warn, daemon=True,
                               name='watchdog: ' + what[:40])

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from distribution import gradients as gradients_lib
 from distribution import strategy as strategies
 from distribution import two_level_sum
 from tests import helpers
 from tests import regression_mlp
-from training import step as step_lib
 
 REPLICAS = 4
 STEPS = 5
@@ -27,7 +27,7 @@ def strategy():
 def train(strategy, **gradient_options):
   weights, _, model, ops = regression_mlp.train(
       strategy, regression_mlp.OPTIMIZERS['lamb'], steps=STEPS,
-      gradients=step_lib.GradientOptions(**gradient_options))
+      gradients=gradients_lib.GradientOptions(**gradient_options))
   return weights, model, ops
 
 

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from distribution import embedding_tables
+from distribution import gradients as gradients_lib
 from distribution import plan as plan_lib
 from distribution import strategy as strategies
 from models import dlrm
@@ -203,5 +204,5 @@ def test_what_sharded_tables_refuse_is_named():
   with pytest.raises(ValueError, match='MESH_SHAPE'):
     plan_lib.check_mesh_options(
         distribution=strategies.StrategyConfig(), deterministic=True,
-        gradients=step_lib.GradientOptions(), weight_update_sharding=False,
+        gradients=gradients_lib.GradientOptions(), weight_update_sharding=False,
         spatial_partitions=1, embedding_sharding='mod')

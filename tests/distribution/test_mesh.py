@@ -168,11 +168,11 @@ def test_tf_config_tasks_become_dtensor_clients_chief_first():
 
 
 def test_options_a_mesh_cannot_honour_are_named():
+  from distribution import gradients as gradients_lib
   from distribution import plan as plan_lib
   from distribution import strategy as strategies
-  from training import step as step_lib
   ok = dict(distribution=strategies.StrategyConfig(kind='multi_worker'),
-            gradients=step_lib.GradientOptions(clip_norm=1.0),
+            gradients=gradients_lib.GradientOptions(clip_norm=1.0),
             weight_update_sharding=False, deterministic=True,
             spatial_partitions=1)
   plan_lib.check_mesh_options(**ok)  # A mesh over processes is fine.
@@ -187,12 +187,12 @@ def test_options_a_mesh_cannot_honour_are_named():
           kind='tpu', tpu='local', accelerator='v3-32'), mesh_shape=(8, 2)),
        r'MESH_SHAPE \(8, 2\) has 16 devices; the v3-32 slice the experiment '
        'is for has 32'),
-      (dict(gradients=step_lib.GradientOptions(
+      (dict(gradients=gradients_lib.GradientOptions(
           clip_norm=1.0, clip_before_allreduce=True)),
        'clip_before_allreduce clips each replica'),
       (dict(spatial_partitions=2), r'SPATIAL_PARTITIONS \(2\) splits'),
       (dict(weight_update_sharding=True), 'weight_update_sharding shards'),
-      (dict(gradients=step_lib.GradientOptions(bytes_per_pack=1024)),
+      (dict(gradients=gradients_lib.GradientOptions(bytes_per_pack=1024)),
        'bytes_per_pack tune'),
   ):
     with pytest.raises(ValueError, match=message):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from distribution import gradients as gradients_lib
 from distribution import mesh as mesh_lib
 from distribution import plan as plan_lib
 from distribution import strategy as strategies
+from distribution import weight_update_sharding as wus
 from training import optimizers
-from training import weight_update_sharding as wus
-from training import step as step_lib
 
 
 def make(*, task=None, deterministic=False, **options):
@@ -39,7 +39,7 @@ def test_data_parallel_answers_for_its_strategy():
   assert plan.worker_sum(2.5) == 2.5  # One worker.
   assert plan.on_devices(len) is len
   assert plan.train_loop_options() == {
-      'gradients': step_lib.GradientOptions(),
+      'gradients': gradients_lib.GradientOptions(),
       'weight_update_sharding': False, 'replicas_in_batch': 1,
       'local_variables': ()}
   weight, optimizer = built(plan)
@@ -79,7 +79,7 @@ def test_a_mesh_refuses_replica_options_before_it_connects():
       (dict(spatial_partitions=2), r'SPATIAL_PARTITIONS \(2\) splits'),
       (dict(weight_update_sharding=True), 'weight_update_sharding shards'),
       (dict(deterministic=False), 'MESH_SHAPE needs DETERMINISTIC'),
-      (dict(gradients=step_lib.GradientOptions(bytes_per_pack=64)),
+      (dict(gradients=gradients_lib.GradientOptions(bytes_per_pack=64)),
        'bytes_per_pack tune'),
   ):
     with pytest.raises(ValueError, match=message):
@@ -100,7 +100,7 @@ def test_a_mesh_answers_for_its_one_program(monkeypatch):
   assert plan.strategy is tf.distribute.get_strategy()
   assert plan.make_slot() is None
   assert plan.train_loop_options() == {
-      'gradients': step_lib.GradientOptions(),
+      'gradients': gradients_lib.GradientOptions(),
       'weight_update_sharding': False, 'replicas_in_batch': 2}
 
 

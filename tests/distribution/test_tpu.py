@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
+from core import exit_codes
 from distribution import strategy
 from distribution import tpu
 from tests import fake_cloud_tpu
 from tests import helpers
-from training import exit_codes
 
 slow = pytest.mark.slow  # Child processes importing TensorFlow.
 
@@ -115,7 +115,7 @@ def test_tpu_with_a_cpu_hardware_file_is_an_error_naming_both():
   """What train.py's --tpu binds, on a CPU experiment: a ValueError, i.e.
   one `error:` line and exit 2, when gin builds the hardware config."""
   import gin
-  from training import config as gin_config
+  from core import config as gin_config
   gin.clear_config()
   try:
     gin_config.parse(['gin/resnet_quickstart.gin'], [
@@ -232,7 +232,7 @@ def test_tpu_flags_go_to_libtpu_only_for_a_tpu_run(capsys):
 
 def test_tpu_flags_from_gin_reach_the_operative_config():
   import gin
-  from training import config as gin_config
+  from core import config as gin_config
   gin.clear_config()
   try:
     gin_config.parse(['gin/resnet50_pod.gin'], [

@@ -8,7 +8,7 @@ Prints one JSON line per name: {"name", "workers"} or {"name", "error"}.
 import json
 import sys
 
-from training import startup
+from core import startup
 
 startup.import_tensorflow()  # First: TensorFlow without Keras.
 # pylint: disable=wrong-import-position

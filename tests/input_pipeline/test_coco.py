@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from input_pipeline import coco
-from models import ssd_boxes
+from input_pipeline import ssd_boxes
 
 GEOMETRY = ssd_boxes.Geometry(image_size=160, feature_sizes=(20, 10, 5, 3, 1),
                               steps=(8, 16, 32, 53, 160),

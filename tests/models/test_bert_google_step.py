@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from distribution import gradients as gradients_lib
 from distribution import strategy as strategies
-from tests import helpers
 from input_pipeline.bert import BertPretrainingInput
 from models.bert import Bert
 from models.bert import exclude_from_weight_decay
 from models.bert_task import BertPretrainingTask
+from tests import helpers
 from training import optimizers
 from training import schedules
 from training import step as step_lib
@@ -98,7 +99,7 @@ def run_ours(strategy, data, batches, sum_replica_gradients):
                                              total_steps=10)
   loop = step_lib.make_train_loop(
       strategy=strategy, model=model, optimizer=opt, learning_rate=schedule,
-      task=task, step=step, gradients=step_lib.GradientOptions(
+      task=task, step=step, gradients=gradients_lib.GradientOptions(
           clip_norm=1.0, clip_before_allreduce=True))
 
   def core_batches(ctx):

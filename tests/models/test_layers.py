@@ -46,7 +46,7 @@ def test_conv2d_is_the_references_convolution(k, stride, cin):
 # the exact filter gradient every time.
 GRADIENT_SCRIPT = '''
 import numpy as np
-from training import startup
+from core import startup
 tf = startup.import_tensorflow()
 from models import layers
 rng = np.random.default_rng(0)

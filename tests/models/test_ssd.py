@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from input_pipeline import ssd_boxes
 from models import resnet as resnet_lib
 from models import ssd as ssd_lib
-from models import ssd_boxes
 from models import ssd_task
 
 

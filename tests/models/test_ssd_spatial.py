@@ -17,8 +17,8 @@ import tensorflow as tf
 
 from distribution import strategy as strategies
 from input_pipeline import spatial as spatial_input
+from input_pipeline import ssd_boxes
 from models import ssd as ssd_lib
-from models import ssd_boxes
 from models import ssd_task
 from training import losses
 

@@ -123,7 +123,7 @@ def test_command_line_errors_are_one_line(tmp_path):
        f'--input={tmp_path}/empty.tsv', f'--eval_input={tmp_path}/empty.tsv',
        f'--output_dir={tmp_path}/out'], capture_output=True, text=True,
       cwd=helpers.ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
-  assert run.returncode == 2  # Bad input (training/exit_codes.py).
+  assert run.returncode == 2  # Bad input (core/exit_codes.py).
   assert run.stderr.strip().splitlines() == [
       f'error: {tmp_path}/empty.tsv is empty: no Criteo lines.']
   missing = subprocess.run(

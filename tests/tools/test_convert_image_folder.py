@@ -10,9 +10,9 @@ from PIL import Image
 import pytest
 import tensorflow as tf
 
+from core import staged_files
 from tests import helpers
 from tools import convert_image_folder
-from tools import staged_files
 
 
 def encode(image: Image.Image, fmt: str) -> bytes:

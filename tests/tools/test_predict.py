@@ -68,7 +68,7 @@ def test_a_ring_sum_is_the_bandwidth_optimal_formula():
 
 
 def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
-  from training import startup
+  from core import startup
   startup.import_tensorflow()
   import tensorflow as tf
   a = tf.zeros([128, 256])
@@ -81,7 +81,7 @@ def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
 def test_kernels_are_counted_after_fusion():
   # Ten elementwise ops fuse into the kernel one does; a second matmul is a
   # kernel more.
-  from training import startup
+  from core import startup
   startup.import_tensorflow()
   import tensorflow as tf
   a = tf.zeros([64, 64])
@@ -288,7 +288,7 @@ def test_bad_slices_and_batches_are_one_line():
 
 
 def test_the_docs_table_is_the_comparison_the_command_prints():
-  from training import startup
+  from core import startup
   startup.import_tensorflow()
   rows = compare.compare(compare.google_rows(), compare.load_fit())
   table = compare.markdown(rows)
@@ -310,7 +310,7 @@ def test_the_time_a_kernel_comes_from_resnets_step_times():
   # Google's ResNet-50 steps less the modelled sum are kernels x k + batch
   # x b: the least-squares k of each generation (numpy's here) is the
   # stored time a kernel, and the line holds the steps within 5%.
-  from training import startup
+  from core import startup
   startup.import_tensorflow()
   import numpy as np
   rows = compare.google_rows()
@@ -406,7 +406,7 @@ def test_host_input_hides_behind_the_step_or_sets_its_pace():
 
 
 def test_the_tables_embedding_sharding_splits_are_not_all_reduced():
-  from training import startup
+  from core import startup
   startup.import_tensorflow()
   import tensorflow as tf
   from distribution import plan

@@ -1,6 +1,6 @@
 """Every command-line tool keeps the bad-input contract: a missing or
 malformed input, a flag error or a missing flag is one `error:` line on
-stderr naming it, exit 2, and nothing written (training/startup.py
+stderr naming it, exit 2, and nothing written (core/entry_point.py
 `tool_main` and `parse_flags_early`)."""
 
 import os

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
+from core import startup
 from distribution import tpu_slices
 from tests import helpers
 from tools import tpu_venv
-from training import startup
 
 MAIN = tpu_venv.pins(os.path.join(helpers.ROOT, tpu_venv.REQUIREMENTS))
 COUPLED = tpu_venv.pins(os.path.join(helpers.ROOT, tpu_venv.COUPLED))
@@ -71,8 +71,8 @@ def test_a_coupled_package_for_another_tensorflow_is_named():
 
 
 def test_the_launcher_the_notebook_and_make_build_it_with_this_script():
-  from tools import launch
   from tests.tools import test_launch
+  from tools import launch
   job = test_launch.job(slice=tpu_slices.parse('v3-8'), runtime='x')
   unpack = launch.install(job, '/tmp/suite.tar.gz')[1]
   assert any('python3 suite/tools/tpu_venv.py --venv=suite/.venv' in a

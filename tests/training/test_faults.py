@@ -3,7 +3,7 @@
 
 import tensorflow as tf
 
-from training import exit_codes
+from core import exit_codes
 from training import faults
 
 # As TF 2.21's coordination service raised it into worker 0's collective

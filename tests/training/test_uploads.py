@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from core import storage
 from tests import helpers
 from training import checkpoints
 from training import faults
-from training import storage
 from training import uploads
 
 

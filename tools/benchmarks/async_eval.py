@@ -27,7 +27,7 @@ import tempfile
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
 from training import time_to_accuracy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -120,5 +120,5 @@ if __name__ == '__main__':
   flags.DEFINE_multi_string(
       'variant', ['sync:ASYNC_EVAL=False', 'async:ASYNC_EVAL=True'],
       'NAME:BINDING,BINDING...; ratios are to the first.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

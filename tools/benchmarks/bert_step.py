@@ -24,18 +24,18 @@ from absl import flags
 import keras
 import tensorflow as tf
 
+from core import entry_point
 from input_pipeline.bert import BertPretrainingInput
 from models.bert import Bert
 from models.bert import exclude_from_weight_decay
 from models.bert_task import BertPretrainingTask
+from tools.benchmarks.common import interleaved_medians
+from tools.benchmarks.common import matmul_peak
 from tools import build_bert_quickstart_data
 from tools import build_vocab
 from tools import create_pretraining_data
-from tools.benchmarks.common import interleaved_medians
-from tools.benchmarks.common import matmul_peak
 from training import optimizers
 from training import schedules
-from training import startup
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -166,5 +166,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps', 2, 'Steps per timed call.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_multi_string('dtypes', ['float32', 'bfloat16'], 'Precisions.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

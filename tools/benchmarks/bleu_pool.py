@@ -19,8 +19,8 @@ import numpy as np
 from absl import app
 from absl import flags
 
+from core import entry_point
 from models import bleu
-from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -86,5 +86,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('pairs', 3003, 'Pairs scored (newstest2014: 3003).')
   flags.DEFINE_integer('rounds', 3, 'Timed rounds per process count.')
   flags.DEFINE_string('processes', '0,2,4', 'Process counts, first = base.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -23,11 +23,11 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from core import entry_point
 from input_pipeline import records
 from models.resnet import ResNet
 from tools.benchmarks import common
 from training import checkpoints
-from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -113,5 +113,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_integer('files', 256, 'Input files for the check.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

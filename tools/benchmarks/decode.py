@@ -25,7 +25,9 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 FLAGS = flags.FLAGS
 
@@ -53,8 +55,8 @@ def main(argv):
   del argv
   startup.import_tensorflow()
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from core import config as gin_config  # pylint: disable=import-outside-toplevel
   from input_pipeline import subwords  # pylint: disable=import-outside-toplevel
-  from training import config as gin_config  # pylint: disable=import-outside-toplevel
   from tools.benchmarks.common import interleaved_medians  # pylint: disable=import-outside-toplevel
 
   gin_config.parse(FLAGS.gin_file, FLAGS.gin_param, unread_macros='known')
@@ -114,5 +116,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('batch', 256, 'Sentences a decoding call.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
   flags.mark_flags_as_required(['checkpoint_dir'])
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

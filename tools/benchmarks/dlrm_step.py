@@ -35,7 +35,7 @@ hosts of a v4-128.
 import argparse
 import sys
 
-from training import startup
+from core import startup
 
 
 def build_and_loop(tf, *, plan, rows, dense_update: bool, batch: int,

@@ -26,10 +26,10 @@ import numpy as np
 from PIL import Image
 import tensorflow as tf
 
+from core import entry_point
 from input_pipeline import image_preprocessing
 from input_pipeline import imagenet
 from tools import convert_image_folder
-from training import startup
 
 FLAGS = flags.FLAGS
 BATCH = 64
@@ -121,5 +121,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('images', 512, 'JPEGs to write.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -31,12 +31,12 @@ from absl import flags
 import gin
 import numpy as np
 
+from core import entry_point
 from inference import audit
 from inference import backend as backends
 from inference import run as run_lib
 from inference import sample_library
 from tools import export_savedmodel
-from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -169,5 +169,5 @@ if __name__ == '__main__':
   flags.DEFINE_multi_integer('server_workers', [1, 2], 'Worker threads of '
                              'the Server runs (one search each).')
   flags.mark_flag_as_required('checkpoint_dir')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -23,8 +23,8 @@ import time
 from absl import app
 from absl import flags
 
+from core import entry_point
 from tools.benchmarks import common
-from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -82,5 +82,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('depth', 10, 'ResNet depth')
   flags.DEFINE_integer('steps', 100, 'training steps')
   flags.mark_flag_as_required('data_dir')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -18,15 +18,15 @@ from absl import flags
 import keras
 import tensorflow as tf
 
+from core import entry_point
 from input_pipeline.imagenet import ImageNetInput
 from models.layers import is_decay_exempt
 from models.resnet import ResNet
-from tools.benchmarks.common import matmul_peak
 from tools.benchmarks.common import interleaved_medians
+from tools.benchmarks.common import matmul_peak
 from training import losses
 from training import optimizers
 from training import schedules
-from training import startup
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -111,5 +111,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps', 4, 'Steps per timed call.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_multi_string('dtypes', ['float32', 'bfloat16'], 'Precisions.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -26,7 +26,7 @@ import time
 
 from absl import app
 from absl import flags
-from training import startup
+from core import entry_point
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -153,5 +153,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps_per_loop', 10, 'Steps a device loop.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
   flags.DEFINE_bool('positions_only', False, 'Only the input positioning.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -36,17 +36,18 @@ import tensorflow as tf
 
 from tensorflow.experimental import dtensor
 
+from core import entry_point
+from distribution import gradients as gradients_lib
 from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
+from distribution import weight_update_sharding as wus
 from input_pipeline import spatial as spatial_input
 from models import bert as bert_lib
 from models.resnet import ResNet
 from tools.benchmarks import common
 from training import losses
 from training import optimizers
-from training import startup
 from training import step as step_lib
-from training import weight_update_sharding as wus
 
 FLAGS = flags.FLAGS
 
@@ -61,14 +62,14 @@ class Task:
 
 def variants(num_replicas: int) -> dict:
   """Label -> (weight-update sharding, gradient options, partitions)."""
-  plain = step_lib.GradientOptions()
+  plain = gradients_lib.GradientOptions()
   out = {'plain': (False, plain, 1), 'wus': (True, plain, 1),
-         'packs 256 KB': (False, step_lib.GradientOptions(
+         'packs 256 KB': (False, gradients_lib.GradientOptions(
              bytes_per_pack=256 * 1024), 1)}
   for g in range(2, num_replicas):
     if num_replicas % g == 0:
       out[f'two-level {g}x{num_replicas // g}'] = (
-          False, step_lib.GradientOptions(two_level_group_size=g), 1)
+          False, gradients_lib.GradientOptions(two_level_group_size=g), 1)
   out['spatial 2'] = (False, plain, 2)
   return out
 
@@ -273,5 +274,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('workers', 0, 'Run as this many worker processes on '
                        '127.0.0.1 instead (ResNet part only).')
   flags.DEFINE_integer('worker_index', -1, 'Internal: this worker.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main_then_exit))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main_then_exit))

@@ -26,11 +26,11 @@ import numpy as np
 from PIL import Image
 import tensorflow as tf
 
+from core import entry_point
 from input_pipeline import coco
 from input_pipeline import records
-from models import ssd_boxes
+from input_pipeline import ssd_boxes
 from tools import convert_coco
-from training import startup
 
 FLAGS = flags.FLAGS
 BATCH = 32
@@ -105,5 +105,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('images', 256, 'Images written and read.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -10,8 +10,8 @@ boxes (in a real run the host pipeline encodes them).
 import numpy as np
 import tensorflow as tf
 
+from input_pipeline import ssd_boxes
 from models import ssd as ssd_lib
-from models import ssd_boxes
 from models import ssd_task
 from training import losses
 from training import optimizers

@@ -10,7 +10,7 @@ Runs `train.py` in fresh processes, in turn round by round:
   and scikit-learn with it), and AutoGraph converting every function a
   step and an input pipeline call (`tf.autograph.experimental.
   do_not_convert` made a no-op), as the suite did before 2026-12-01;
-- "after": train.py as it is (training/startup.py; AutoGraph only on the
+- "after": train.py as it is (core/startup.py; AutoGraph only on the
   device loops).
 It prints the medians of the process's wall and CPU time, the time to
 `init_start` (the imports), from `init_start` to `run_start` (building,
@@ -30,8 +30,8 @@ import time
 from absl import app
 from absl import flags
 
+from core import entry_point
 from tools.benchmarks import common
-from training import startup
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -112,5 +112,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('rounds', 3, 'runs of each variant, in turn')
   flags.DEFINE_integer('steps', 60, 'training steps (past the warm-up)')
   flags.mark_flag_as_required('data_dir')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -34,7 +34,9 @@ import time
 from absl import app
 from absl import flags
 
-from training import startup
+from core import entry_point
+
+from core import startup
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -175,5 +177,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  startup.parse_flags_early(define_flags)
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(define_flags)
+  app.run(entry_point.tool_main(main))

@@ -13,8 +13,8 @@ Even batches only: the strided form crashes at odd ones with < 16 channels.
 from absl import app
 from absl import flags
 
+from core import entry_point
 from tools.benchmarks import common
-from training import startup
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +48,7 @@ def step(form: str, batch: int, height: int, cin: int, cout: int,
 
 def main(argv):
   del argv
-  from training import startup  # pylint: disable=import-outside-toplevel
+  from core import startup  # pylint: disable=import-outside-toplevel
   startup.import_tensorflow()
   if FLAGS.batch % 2:
     raise app.UsageError('--batch must be even: the strided form corrupts '
@@ -69,5 +69,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('batch', 32, 'Images (even).')
   flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'dtype.')
   flags.DEFINE_integer('rounds', 15, 'Interleaved rounds.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -21,14 +21,14 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from core import entry_point
 from input_pipeline import subwords
-from models import transformer_task
 from models.transformer import Transformer
+from models import transformer_task
 from tools.benchmarks.common import interleaved_medians
 from tools.benchmarks.common import matmul_peak
 from training import optimizers
 from training import schedules
-from training import startup
 from training import step as step_lib
 
 FLAGS = flags.FLAGS
@@ -120,5 +120,5 @@ if __name__ == '__main__':
   flags.DEFINE_integer('steps', 2, 'Steps per timed call.')
   flags.DEFINE_integer('rounds', 5, 'Interleaved rounds.')
   flags.DEFINE_multi_string('dtypes', ['float32', 'bfloat16'], 'Precisions.')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -27,12 +27,12 @@ import time
 from absl import app
 from absl import flags
 
+from core import entry_point
 from tools.benchmarks import bert_step
+from tools.benchmarks.common import StepWorker
 from tools.benchmarks import resnet_step
 from tools.benchmarks import transformer_step
-from tools.benchmarks.common import StepWorker
 from training import optimizers
-from training import startup
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -106,5 +106,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('garden_python',
                       os.path.join(ROOT, '.venv-garden', 'bin', 'python'),
                       "Model Garden's Python (make garden_venv).")
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -21,11 +21,11 @@ import statistics
 from absl import app
 from absl import flags
 
-from tools.benchmarks import ssd_step
-from tools.benchmarks.common import StepWorker
+from core import entry_point
 from tools.benchmarks.common import matmul_peak
+from tools.benchmarks.common import StepWorker
 from tools.benchmarks.common import timed
-from training import startup
+from tools.benchmarks import ssd_step
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -75,5 +75,5 @@ if __name__ == '__main__':
   flags.DEFINE_string('torch_python',
                       os.path.join(ROOT, '.venv-torch', 'bin', 'python'),
                       "torch's Python (make torch_venv).")
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

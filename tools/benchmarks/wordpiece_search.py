@@ -16,7 +16,7 @@ import time
 
 from absl import app
 from absl import flags
-from training import startup
+from core import entry_point
 
 FLAGS = flags.FLAGS
 
@@ -65,5 +65,5 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('vocab_size', 4000, 'the target vocabulary size')
   flags.DEFINE_integer('eval_every', 20, 'one pair in this many held out')
-  startup.parse_flags_early(lambda: None)  # Flag errors: exit 2.
-  app.run(startup.tool_main(main))
+  entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
+  app.run(entry_point.tool_main(main))

@@ -14,12 +14,12 @@ def read(gin_files: list[str], bindings: list[str]):
   """(model.Run, the hardware file's ACCELERATOR or '') of a config."""
   import gin  # pylint: disable=import-outside-toplevel
 
+  from core import config as gin_config  # pylint: disable=import-outside-toplevel
+  from distribution import gradients as gradients_lib  # pylint: disable=import-outside-toplevel
   from distribution import mesh  # pylint: disable=import-outside-toplevel
   from distribution import plan  # pylint: disable=import-outside-toplevel
   from distribution import strategy  # pylint: disable=import-outside-toplevel
-  from training import config as gin_config  # pylint: disable=import-outside-toplevel
   from training import controller  # pylint: disable=import-outside-toplevel
-  from training import step  # pylint: disable=import-outside-toplevel
 
   gin.clear_config()
   try:
@@ -29,7 +29,7 @@ def read(gin_files: list[str], bindings: list[str]):
     task = gin_config.configured_task()
     schedule = gin.get_configurable(controller.RunSchedule)()
     options = gin.get_configurable(plan.PlanOptions)()
-    gradients = gin.get_configurable(step.GradientOptions)()
+    gradients = gin.get_configurable(gradients_lib.GradientOptions)()
     shape = tuple(gin.get_configurable(mesh.MeshConfig)().shape)
     hardware = gin.get_configurable(strategy.StrategyConfig)()
   finally:

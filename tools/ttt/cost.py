@@ -222,13 +222,13 @@ def measure(gin_files: list[str], bindings: list[str],
             batches: tuple[int, ...]) -> ProgramCost:
   """XLA's counts of a config's train and eval steps at `batches`
   (per-replica batch sizes)."""
-  from training import startup  # pylint: disable=import-outside-toplevel
+  from core import startup  # pylint: disable=import-outside-toplevel
   startup.import_tensorflow()
   import gin  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+  from core import config as gin_config  # pylint: disable=import-outside-toplevel
   from distribution import plan  # pylint: disable=import-outside-toplevel
-  from training import config as gin_config  # pylint: disable=import-outside-toplevel
   from training import step as step_lib  # pylint: disable=import-outside-toplevel
 
   gin.clear_config()

@@ -1,4 +1,4 @@
-"""How a run treats its storage (gin: `training.storage.StorageOptions`).
+"""How a run treats its storage (gin: `core.storage.StorageOptions`).
 
 A pod run writes everything to gs:// and reads its data from there. Storage
 outages of minutes happen; a run should ride them out rather than lose the
@@ -24,7 +24,7 @@ REQUEST_TIMEOUT_SECS (3600 each), GCS_RETRY_CONFIG_INIT_DELAY_TIME_US
 (1 s), GCS_RETRY_CONFIG_MAX_DELAY_TIME_US (32 s), GCS_RETRY_CONFIG_MAX_
 RETRIES (10). TensorFlow reads them once, as it loads (measured: set after
 `import tensorflow` they change nothing), so every entry point sets this
-module's defaults before it imports TensorFlow (training/startup.py), and
+module's defaults before it imports TensorFlow (core/startup.py), and
 train.py, when gin binds other values, restarts itself once with them
 (`restart_environment`). A variable already set in the environment wins:
 the run leaves it as it is.
@@ -47,7 +47,7 @@ DEFAULTED = 'SUITE_GCS_DEFAULTED'
 class StorageOptions:
   """Attributes:
     outage_budget_seconds: how long storage may stay unreachable before the
-      run stops (exit 74, training/exit_codes.py): a read waits this long;
+      run stops (exit 74, core/exit_codes.py): a read waits this long;
       a write of the run's files may stay undone this long while training
       goes on. 1800 s: GCS incidents of a few minutes are common; a run
       that waits half an hour and then stops has lost at most the

@@ -294,10 +294,10 @@ _ALIAS = re.compile(r'^import ([\w.]+) as (\w+)$', re.M)
 def readable(config_text: str) -> str:
   """gin's config text with its module aliases undone.
 
-  With dynamic registration gin writes `import training.step as training7`
-  and then `training7.GradientOptions...`; this writes `import
-  training.step` and `training.step.GradientOptions...`, which reads as the
-  files do and parses the same.
+  With dynamic registration gin writes `import distribution.gradients as
+  distribution7` and then `distribution7.GradientOptions...`; this writes
+  `import distribution.gradients` and `distribution.gradients.
+  GradientOptions...`, which reads as the files do and parses the same.
   """
   aliases = dict((alias, module) for module, alias in
                  _ALIAS.findall(config_text))

@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 from distribution import strategy as strategies
+from distribution import weight_update_sharding as wus
 from models import ssd
 from tests import regression_mlp
 from tests.regression_mlp import Mlp, OPTIMIZERS
-from training import weight_update_sharding as wus
 
 REPLICAS = 4
 STEPS = 5

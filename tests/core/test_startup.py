@@ -1,4 +1,4 @@
-"""training/startup.py: TensorFlow imported without Keras, which still
+"""core/startup.py: TensorFlow imported without Keras, which still
 loads on demand, and without its native start-up noise unless asked."""
 
 import os
@@ -7,12 +7,12 @@ import subprocess
 
 import pytest
 
+from core import startup
 from tests import helpers
-from training import startup
 
 PROGRAM = """
 import sys
-from training import startup
+from core import startup
 tf = startup.import_tensorflow()
 assert tf is sys.modules['tensorflow']
 assert startup.import_tensorflow() is tf  # Again: a no-op.
@@ -51,7 +51,7 @@ def test_tensorflow_imports_without_keras_which_loads_on_demand():
   # MLPERF_VERBOSE=1 brings TensorFlow's native lines back.
   env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
   loud = subprocess.run(
-      [helpers.PYTHON, '-c', 'from training import startup\n'
+      [helpers.PYTHON, '-c', 'from core import startup\n'
        'startup.import_tensorflow().constant(1)'], cwd=helpers.ROOT,
       capture_output=True, text=True, timeout=helpers.HANG_SECONDS,
       env=dict(env, MLPERF_VERBOSE='1'))

@@ -40,8 +40,7 @@ import re
 import sys
 import tempfile
 
-from training import exit_codes
-from training import storage
+from core import storage
 
 VERBOSE_VARIABLE = 'MLPERF_VERBOSE'
 # A TPU VM's device files (as distribution/tpu.py DEVICE_FILES).
@@ -204,67 +203,3 @@ def import_tensorflow():
     for name in ('absl', 'tensorflow'):
       logging.getLogger(name).addFilter(_drop_tensorflow_info)
   return tensorflow
-
-
-def parse_flags_early(define_flags, argv=None) -> None:
-  """For an entry point run as a program, before its heavy imports: defines
-  its flags and parses the command line, so that `--help` and a flag error
-  (unknown, missing, ill-typed) answer at once instead of after
-  TensorFlow's 10 s import. A flag error is the suite's bad input: one
-  `error:` line and exit 2 (absl's own would be two lines and exit 1). The
-  flags are then unparsed: `app.run` parses them again as usual."""
-  from absl import app  # pylint: disable=import-outside-toplevel
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  define_flags()
-  app.define_help_flags()
-  try:
-    flags.FLAGS(list(sys.argv if argv is None else argv))
-  except flags.Error as e:
-    message = ' '.join(str(e).split())
-    message = re.sub(r'^flag --(\w+)=None: Flag --\1 must have a value other '
-                     r'than None\.$', r'--\1 is required', message)
-    print(f'error: {message} (--help lists the flags).', file=sys.stderr,
-          flush=True)
-    sys.exit(exit_codes.USER_ERROR)
-  flags.FLAGS.unparse_flags()
-
-
-# Bad input a tool's main may raise: one line, exit 2.
-INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError,
-                IsADirectoryError, PermissionError)
-
-
-def _input_error(error: BaseException) -> bool:
-  if isinstance(error, INPUT_ERRORS):
-    return True
-  app = sys.modules.get('absl.app')  # A tool's own "bad command line".
-  if app and isinstance(error, app.UsageError):
-    return True
-  tf = sys.modules.get('tensorflow')  # Its errors, if a tool loaded it.
-  return bool(tf) and isinstance(error, (
-      tf.errors.NotFoundError, tf.errors.DataLossError,
-      tf.errors.PermissionDeniedError, tf.errors.InvalidArgumentError))
-
-
-def tool_main(main):
-  """`main` for `app.run`, with the suite's contract for a command-line
-  tool: bad input (a missing, unreadable or malformed file or value:
-  INPUT_ERRORS, absl's UsageError, TensorFlow's NotFound, DataLoss,
-  PermissionDenied and InvalidArgument errors) is one `error:` line and exit 2, with the
-  traceback only under --verbose; main's return value is the exit code
-  (None: 0); anything else is a crash with its traceback."""
-  def run(argv):
-    try:
-      code = main(argv)
-    except Exception as e:  # pylint: disable=broad-except
-      if verbose() or not _input_error(e):
-        raise
-      from training import error_text  # pylint: disable=import-outside-toplevel
-      line = error_text.one_line(e, limit=400)
-      # TensorFlow's file system: "PATH; No such file or directory".
-      line = re.sub(r'^(\S+); No such file or directory$',
-                    r'\1: no such file or folder; check the path given', line)
-      print(f'error: {line}', file=sys.stderr, flush=True)
-      sys.exit(exit_codes.USER_ERROR)
-    sys.exit(code or 0)
-  return run

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from models import ssd_boxes
+from input_pipeline import ssd_boxes
 
 
 def test_ssd300_has_8732_default_boxes_in_googles_order():

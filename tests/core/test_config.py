@@ -7,7 +7,7 @@ import os
 import gin
 import pytest
 
-from training import config as gin_config
+from core import config as gin_config
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +96,7 @@ def test_gin_config_text_reads_without_module_aliases():
   readable = gin_config.readable(text)
   assert ' as ' not in ''.join(l for l in readable.splitlines()
                                if l.startswith('import '))
-  assert 'training.step.GradientOptions' in readable
+  assert 'distribution.gradients.GradientOptions' in readable
   gin.clear_config()
   gin.parse_config(readable)  # ...ours parses the same.
   assert gin.query_parameter('%DEPTH') == 18
@@ -171,8 +171,8 @@ def test_the_design_card_command_resolves_and_stops_at_the_no_tpu_line(
   one line because this machine has no TPU (exit 4), before asking for
   DATA_DIR, with nothing left behind and none of gin's lookup noise."""
   import subprocess  # pylint: disable=import-outside-toplevel
+  from core import exit_codes  # pylint: disable=import-outside-toplevel
   from tests import helpers  # pylint: disable=import-outside-toplevel
-  from training import exit_codes  # pylint: disable=import-outside-toplevel
   elsewhere = tmp_path / 'elsewhere'
   elsewhere.mkdir()
   for cwd, train_py in ((helpers.ROOT, 'train.py'),

@@ -1,9 +1,9 @@
-"""training/error_text.py on TensorFlow's real error messages."""
+"""core/error_text.py on TensorFlow's real error messages."""
 
 import pytest
 import tensorflow as tf
 
-from training import error_text
+from core import error_text
 
 
 def test_tensorflows_decorations_go_the_cause_stays():

@@ -8,7 +8,7 @@
 | 3 | crash: an error the suite did not expect (traceback printed) | not scored; not retried unless the TPU was lost |
 | 4 | the TPU is not reachable or did not initialise (one `error:` line) | the node's state decides: recreated if lost, else not retried |
 | 69 | a peer was lost: a worker stopped sending heartbeats (one `error:` line naming it) | rerun, as a preemption |
-| 74 | storage stayed unreachable past the outage budget (training/storage.py; one `error:` line naming the operation and the last durable checkpoint) | rerun, as a preemption |
+| 74 | storage stayed unreachable past the outage budget (core/storage.py; one `error:` line naming the operation and the last durable checkpoint) | rerun, as a preemption |
 | 75 | preempted (SIGTERM/SIGINT), saved at a loop end | rerun (timed: from scratch; untimed: resumed) |
 | 128+N | killed by signal N (a second signal, or the grace period over) | as a lost node if the node is gone, else a crash |
 
