@@ -34,7 +34,7 @@ $(VENV)/.installed: requirements-test.txt $(addprefix $(VENV)/.,$(EXTRAS) dlrm)
 
 venv: $(VENV)/.installed
 
-# TF Model Garden in its own environment, for tools/benchmarks/versus_garden.py.
+# TF Model Garden in its own environment, for benchmarks/versus_garden.py.
 .venv-garden/.installed: requirements-garden.txt
 	python3 -m venv .venv-garden
 	.venv-garden/bin/pip install -q -r requirements-garden.txt
@@ -43,7 +43,7 @@ venv: $(VENV)/.installed
 garden_venv: .venv-garden/.installed
 
 # torch and torchvision in their own environment, for
-# tools/benchmarks/versus_torchvision.py.
+# benchmarks/versus_torchvision.py.
 .venv-torch/.installed: requirements-torch.txt
 	python3 -m venv .venv-torch
 	.venv-torch/bin/pip install -q -r requirements-torch.txt

@@ -24,8 +24,8 @@ import os
 
 import numpy as np
 
-from distribution import tpu as tpu_lib
 from distribution.gce_metadata import metadata
+from distribution import tpu as tpu_lib
 
 DTENSOR_PORT = 9991  # Each host's DTensor client port.
 
@@ -97,7 +97,7 @@ def make_mesh(shape: tuple[int, ...], names: tuple[str, ...], tpu: str):
   problem = tpu_lib.local_tpu_problem()
   if problem:
     raise tpu_lib.TpuUnavailable(problem)
-  if 'DTENSOR_JOBS' not in os.environ:  # Set already on GKE (tools/gke.py).
+  if 'DTENSOR_JOBS' not in os.environ:  # Set already on GKE (tools/launcher/gke.py).
     os.environ.update(dtensor_environment())
   try:
     dtensor.initialize_accelerator_system('TPU')

@@ -17,7 +17,7 @@ word as frequent is a piece of its own, so the vocabulary is at least about
 that large), doubling until one is too small; most of the library's path
 then lies above it and costs nothing. The Transformer quickstart's
 catalog (17,682 words, target 4,000): 4 thresholds learnt instead of 12,
-the same 5,272 pieces 3.9 times faster (tools/benchmarks/wordpiece_search.py,
+the same 5,272 pieces 3.9 times faster (benchmarks/wordpiece_search.py,
 docs/benchmarks.md).
 """
 

@@ -152,7 +152,7 @@ class TransformerTask:
 
   def eval_search_step(self, model, batch):
     """One iteration of the eval's search loop, for the time-to-train
-    model's count (tools/ttt/cost.py: XLA counts a loop's body once):
+    model's count (tools/predictor/cost.py: XLA counts a loop's body once):
     the fixed-shape decoder step at this batch (x beam), its arguments
     and the most steps the search runs (source length + extra)."""
     inputs = batch['inputs']

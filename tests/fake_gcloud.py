@@ -1,5 +1,5 @@
 """A `gcloud` for tests: checks every command line against its reference
-page (tools/gcloud.SYNTAX), then does what gcloud would against the local
+page (tools/launcher/gcloud.py SYNTAX), then does what gcloud would against the local
 Cloud TPU API (tests/fake_cloud_tpu.py), the GCS emulator and "VMs" that
 are local folders.
 
@@ -22,7 +22,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from tools import gcloud as gcloud_lib
+from tools.launcher import gcloud as gcloud_lib
 
 PROJECT_PATH = 'v2/projects/{project}/locations/{zone}/'
 

@@ -1,5 +1,5 @@
 """Plays train.py on a fake TPU VM (tests/fake_vm_python): the launcher's
-real commands start it on "worker 0" through tools/job_runner.py.
+real commands start it on "worker 0" through tools/launcher/job_runner.py.
 
 The script (FAKE_WORKLOAD, JSON) gives per seed the outcome of each
 attempt, in order: 'success' uploads a real run's MLPerf log

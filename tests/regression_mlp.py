@@ -85,5 +85,5 @@ def train(strategy, make_optimizer, *, steps: int, sharded: bool = False,
 
 
 def collective_op_count(graph) -> int:
-  from tools.benchmarks import common
+  from benchmarks import common
   return common.collective_ops(graph)

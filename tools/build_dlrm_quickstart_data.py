@@ -66,7 +66,7 @@ if __name__ == '__main__':
 
 startup.import_tensorflow()  # First: TensorFlow without Keras, quiet.
 # pylint: disable=wrong-import-position
-from tools import click_records
+from tools.formats import click_records
 
 TRAIN_SHARDS = 4
 EVAL_SHARDS = 2

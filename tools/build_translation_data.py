@@ -277,7 +277,7 @@ def quickstart(output_dir: str, eval_every: int = 20,
   (those of at most 48 ids a side: the few long messages would set every
   eval batch's decoding length), a vocabulary of about `vocab_size`
   pieces."""
-  from tools import gettext_pairs
+  from tools.formats import gettext_pairs
   train, evaluation = held_out(gettext_pairs.catalog_pairs(),
                                every=eval_every)
   return build(output_dir=output_dir, train_pairs=train,

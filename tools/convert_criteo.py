@@ -175,7 +175,7 @@ def convert(*, train_files: list[str], eval_files: list[str],
             on_bad_line: str = 'fail') -> dict:
   """Writes the records and metadata.json; returns the metadata."""
   startup.import_tensorflow()  # Quiet, without Keras, before click_records.
-  from tools import click_records  # pylint: disable=g-import-not-at-top
+  from tools.formats import click_records  # pylint: disable=g-import-not-at-top
   if vocab not in VOCABS:
     raise ValueError(f'--vocab must be one of {VOCABS}, got {vocab!r}.')
   if on_bad_line not in ON_BAD_LINE:

@@ -10,7 +10,7 @@ generation's public types, the zones that offer it and the experiment's
 hardware file (its ACCELERATOR), the TPU VM image against Google's naming and
 the TensorFlow the run uses (distribution/tpu_slices.py holds the tables,
 with their sources), and, with --execute or --preflight, the bucket, data and
-checkpoint (tools/preflight.py). The plan
+checkpoint (tools/launcher/preflight.py). The plan
 then, in order:
 1. the TPU: reused if READY (or its queued resource ACTIVE); a stale queued
    resource (FAILED, SUSPENDED, or ACTIVE with its node gone) or a lost node
@@ -23,7 +23,7 @@ then, in order:
    (tools/tpu_venv.py; on a multi-host slice driven by name, each worker's
    TPU runtime set to that TensorFlow, as Google's TF tests do);
 3. each run started on worker 0 detached from the ssh session
-   (tools/job_runner.py under nohup/setsid), writing its output and status
+   (tools/launcher/job_runner.py under nohup/setsid), writing its output and status
    to `<model_dir>/run_<i>/job/`; the launcher polls them and the node's
    state and prints the log's new lines. A restarted --execute picks up
    where the job is: finished runs are kept, a running one is waited for;
@@ -39,14 +39,9 @@ then, in order:
 --max_hours stops everything (and deletes the TPU) after that much time.
 """
 
-import dataclasses
-import io
-import json
 import os
 import shlex
-import subprocess
 import sys
-import tarfile
 
 from absl import app
 from absl import flags
@@ -54,250 +49,14 @@ from absl import flags
 from core import config as gin_config
 from core import entry_point
 from core import exit_codes
-from core import startup
 from distribution import tpu_slices
-from tools import gcloud as gcloud_lib
-from tools import gke
+from tools.launcher import gcloud as gcloud_lib
+from tools.launcher import gke
+from tools.launcher import job as job_lib
+from tools.launcher.job import Job
 
 FLAGS = flags.FLAGS
 TIERS = ('on-demand', 'spot', 'reserved', 'guaranteed', 'best-effort')
-LAUNCH_GIN = 'launch.gin'  # The job's --gin_param bindings, in the package.
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-  """What to launch (the command line's flags)."""
-  tpu: str
-  zone: str
-  project: str
-  slice: tpu_slices.Slice
-  runtime: str
-  gin_files: tuple
-  gin_params: tuple
-  model_dir: str
-  runs: int
-  benchmark: str
-  system: str
-  results_dir: str = 'results'
-  queued: bool = False
-  tier: str = 'on-demand'
-  valid_until: str = ''
-  timed: bool = True
-  keep: bool = False
-  max_hours: float = 0.0
-  python: str = '.venv/bin/python'
-  install: bool = True
-  mesh: bool = False
-  suite_dir: str = 'suite'
-
-  @property
-  def accelerator(self) -> str:
-    return self.slice.accelerator
-
-  @property
-  def multi_host(self) -> bool:
-    return self.slice.hosts > 1
-
-  @property
-  def every_host(self) -> bool:
-    """A mesh on a multi-host slice: one DTensor client on every host."""
-    return self.mesh and self.multi_host
-
-  def gcloud(self, *args: str, alpha: bool = False) -> list[str]:
-    return ['gcloud', *(['alpha'] if alpha else []), 'compute', 'tpus',
-            *args, f'--zone={self.zone}', f'--project={self.project}']
-
-  def run_dir(self, index: int, retry: int = 0) -> str:
-    suffix = f'_retry{retry}' if retry else ''
-    return f'{self.model_dir.rstrip("/")}/run_{index}{suffix}'
-
-  def job_dir(self, index: int, retry: int = 0) -> str:
-    return f'{self.run_dir(index, retry)}/job'
-
-  def result_dir(self) -> str:
-    return f'{self.results_dir}/{self.system}/{self.benchmark}'
-
-
-# -- The commands -------------------------------------------------------------
-
-
-def describe(job: Job) -> list[str]:
-  if job.queued:
-    return job.gcloud('queued-resources', 'describe', job.tpu,
-                      '--format=value(state.state)')
-  return job.gcloud('tpu-vm', 'describe', job.tpu, '--format=value(state)')
-
-
-def create(job: Job) -> list[str]:
-  tier = {'spot': ['--spot'], 'reserved': ['--reserved'],
-          'guaranteed': ['--guaranteed'],
-          'best-effort': ['--best-effort']}.get(job.tier, [])
-  if job.queued:
-    until = ([f'--valid-until-duration={job.valid_until}']
-             if job.valid_until else [])
-    return job.gcloud('queued-resources', 'create', job.tpu,
-                      f'--node-id={job.tpu}',
-                      f'--accelerator-type={job.accelerator}',
-                      f'--runtime-version={job.runtime}', *tier, *until,
-                      alpha=job.tier == 'best-effort')
-  return job.gcloud('tpu-vm', 'create', job.tpu,
-                    f'--accelerator-type={job.accelerator}',
-                    f'--version={job.runtime}', *tier)
-
-
-def delete(job: Job) -> list[str]:
-  if job.queued:  # --force deletes its node too.
-    return job.gcloud('queued-resources', 'delete', job.tpu, '--force',
-                      '--quiet')
-  return job.gcloud('tpu-vm', 'delete', job.tpu, '--quiet')
-
-
-def on_workers(job: Job, command: str, worker: str) -> list[str]:
-  return job.gcloud('tpu-vm', 'ssh', job.tpu, f'--worker={worker}',
-                    f'--command={command}')
-
-
-# The TPU runtime service of a multi-host slice's workers runs Google's gRPC
-# TPU worker in a container; it must be the TensorFlow the client runs.
-# Google's TF tests set it so on every worker of a PJRT pod (set_up_pjrt in
-# tpu_slices.GOOGLE_TF_TESTS: this file, this sed, this restart); the image
-# tag follows their `tf-X.Y.Z-pjrt` naming.
-RUNTIME_SERVICE = '/etc/systemd/system/tpu-runtime.service'
-GRPC_TPU_WORKER = 'gcr.io/cloud-tpu-v2-images/grpc_tpu_worker'
-
-
-def runtime_service_command(tf_version: str) -> str:
-  image = f'{GRPC_TPU_WORKER}:tf-{tf_version}-pjrt'
-  return (f"sudo sed -i 's#TF_DOCKER_URL=.*#TF_DOCKER_URL={image}\"#' "
-          f'{RUNTIME_SERVICE} && sudo systemctl daemon-reload && '
-          'sudo systemctl restart tpu-runtime')
-
-
-def install(job: Job, tarball: str) -> list[list[str]]:
-  """Copy the checkout to every worker, unpack it and build its TPU
-  environment there (tools/tpu_venv.py, as `make tpu_venv` builds it here);
-  on a multi-host slice driven by name, set the workers' TPU runtime to
-  that TensorFlow."""
-  d = job.suite_dir
-  unpack = f'rm -rf {d} && mkdir {d} && tar xzf {d}.tar.gz -C {d}'
-  if job.install:
-    unpack += f' && python3 {d}/tools/tpu_venv.py --venv={d}/.venv'
-    if job.multi_host and not job.mesh:
-      unpack += ' && ' + runtime_service_command(tpu_slices.TENSORFLOW_TPU)
-  return [job.gcloud('tpu-vm', 'scp', tarball, f'{job.tpu}:{d}.tar.gz',
-                     '--worker=all'),
-          on_workers(job, unpack, 'all')]
-
-
-def environment_line(job: Job) -> str:
-  """What the workers' environment is, as the dry run prints it."""
-  tf = (f'tensorflow-tpu {tpu_slices.TENSORFLOW_TPU} with its libtpu '
-        '(tools/tpu_venv.py, requirements-tpu.txt)' if job.install else
-        'the image\'s own TensorFlow (--noinstall)')
-  if job.multi_host and not job.mesh:
-    run = (f'worker 0 drives the slice by name: TPU_NAME={job.tpu} '
-           'TPU_LOAD_LIBRARY=0' + (
-               f'; every worker\'s tpu-runtime runs {GRPC_TPU_WORKER}:tf-'
-               f'{tpu_slices.TENSORFLOW_TPU}-pjrt' if job.install else ''))
-  else:
-    values = dict(zip(startup.PJRT_VARIABLES,
-                      ('true', '<the venv\'s libtpu/libtpu.so>')))
-    run = ('each host drives its own TPU through PJRT: ' +
-           ' '.join(f'{k}={v}' for k, v in values.items()) +
-           ' (train.py sets them on a TPU VM: core/startup.py)')
-  return (f'# image {job.runtime}, {tf}; {run} (as Google\'s TF tests: '
-          f'{tpu_slices.GOOGLE_TF_TESTS}).')
-
-
-def train_command(job: Job, index: int, retry: int = 0) -> list[str]:
-  """train.py for run `index` (seed = index), as worker 0 runs it."""
-  # Bindings travel in launch.gin: no quotes inside the ssh command.
-  return [job.python, 'train.py',
-          *(f'--gin_file={f}' for f in job.gin_files),
-          *([f'--gin_file={LAUNCH_GIN}'] if job.gin_params else []),
-          f'--gin.SEED={index}',
-          f'--tpu={job.tpu if job.multi_host and not job.mesh else "local"}',
-          f'--model_dir={job.run_dir(index, retry)}']
-
-
-def start(job: Job, index: int, retry: int = 0,
-          attempt: str = 'ATTEMPT') -> list[str]:
-  """Starts run `index` on worker 0 (a mesh on a multi-host slice: on
-  every worker, worker k's status in job/worker_k), detached from the ssh
-  session; `attempt` tells its status from an earlier attempt's in the same
-  folder."""
-  env = (f'TPU_NAME={job.tpu} TPU_LOAD_LIBRARY=0 '
-         if job.multi_host and not job.mesh else '')
-  runner = [job.python, '-m', 'tools.job_runner',
-            f'--job_dir={job.job_dir(index, retry)}', f'--attempt={attempt}',
-            *(['--per_worker'] if job.every_host else []), '--']
-  command = (f'cd {job.suite_dir} && {env}nohup setsid '
-             f'{shlex.join(runner + train_command(job, index, retry))} '
-             '</dev/null >/dev/null 2>&1 &')
-  return on_workers(job, command, 'all' if job.every_host else '0')
-
-
-def collect(job: Job, index: int, retry: int = 0) -> list[str]:
-  return ['gcloud', 'storage', 'cp', f'{job.run_dir(index, retry)}/mlperf.log',
-          f'{job.result_dir()}/result_{index}.txt']
-
-
-def score(job: Job) -> list[str]:
-  return ['python', '-m', 'tools.score', job.result_dir()]
-
-
-def plan(job: Job, tarball: str) -> list[tuple[str, list[str]]]:
-  """The commands of a job whose runs all succeed: (what, argv) pairs."""
-  steps = [('reuse the TPU if it is there', describe(job)),
-           ('else create it' + (' (then wait for ACTIVE)' if job.queued
-                                else ''), create(job))]
-  steps += list(zip(('copy the package to every worker',
-                     'unpack (and install) it on every worker'),
-                    install(job, tarball)))
-  for i in range(job.runs):
-    steps.append((f'start run {i} (seed {i}), detached; its log and status: '
-                  f'{job.job_dir(i)}/', start(job, i)))
-    steps.append((f'collect run {i}', collect(job, i)))
-  steps.append(('check and score', score(job)))
-  steps.append(('delete the TPU' + (' (skipped: --keep)' if job.keep else ''),
-                delete(job)))
-  return steps
-
-
-def cost_line(job: Job) -> str:
-  s = job.slice
-  rate = s.usd_per_hour()
-  cap = (f'; --max_hours={job.max_hours:g} caps it at '
-         f'{s.chips * job.max_hours:,.0f} chip-hours, about '
-         f'${rate * job.max_hours:,.0f}' if job.max_hours else
-         '; no --max_hours cap')
-  return (f'{s.accelerator}: {s.chips} chips on {s.hosts} host'
-          f'{"s" if s.hosts > 1 else ""}, {s.replicas} replicas, tier '
-          f'{job.tier}; {s.chips} chip-hours an hour, about ${rate:,.2f} an '
-          f'hour at the on-demand list price (spot and reserved cost less; '
-          f'{tpu_slices.PRICES_PAGE}, read {tpu_slices.SOURCE_DATE}){cap}.')
-
-
-def package(job: Job, tarball: str) -> None:
-  """This checkout's HEAD (git archive) plus launch.gin, as a .tar.gz."""
-  tree = subprocess.run(['git', 'archive', '--format=tar', 'HEAD'],
-                        check=True, capture_output=True).stdout
-  with tarfile.open(fileobj=io.BytesIO(tree)) as source, \
-      tarfile.open(tarball, 'w:gz') as out:
-    for member in source.getmembers():
-      out.addfile(member, source.extractfile(member) if member.isfile()
-                  else None)
-    data = launch_gin(job).encode()
-    info = tarfile.TarInfo(LAUNCH_GIN)
-    info.size = len(data)
-    out.addfile(info, io.BytesIO(data))
-
-
-def launch_gin(job: Job) -> str:
-  return ''.join(f'{p}\n' for p in job.gin_params)
-
-
-# -- Command line -------------------------------------------------------------
 
 
 def check_experiment_slice(gin_files, accelerator: str, tpu_slice) -> None:
@@ -356,7 +115,7 @@ def job_from_flags(f=FLAGS) -> Job:
   if not f.queued and f.tier in ('guaranteed', 'best-effort'):
     raise ValueError(f'--tier={f.tier} needs --queued: only queued resources '
                      'take it (gcloud compute tpus queued-resources create).')
-  from tools import preflight
+  from tools.launcher import preflight
   experiment = preflight.experiment_inputs(gin_files, f.gin_param)
   if experiment.kind != 'tpu':
     raise ValueError(f'{" ".join(gin_files)} trains on hardware '
@@ -379,31 +138,6 @@ def job_from_flags(f=FLAGS) -> Job:
              install=f.install)
 
 
-def gke_train_command(job: Job, index: int) -> list[str]:
-  """train.py for run `index` in a GKE pod: bindings as arguments (no
-  shell in between), --tpu=local on every host."""
-  return ['python', 'train.py', *(f'--gin_file={g}' for g in job.gin_files),
-          *(f'--gin_param={p}' for p in job.gin_params),
-          f'--gin.SEED={index}', '--tpu=local',
-          f'--model_dir={job.run_dir(index)}']
-
-
-def write_gke_manifests(job: Job, image: str, folder: str) -> list[str]:
-  """One JobSet a run, as JSON (kubectl takes it as YAML); their paths."""
-  os.makedirs(folder, exist_ok=True)
-  paths = []
-  for i in range(job.runs):
-    name = f'{job.tpu}-run-{i}'
-    manifest = gke.jobset(name=name, tpu_slice=job.slice, image=image,
-                          command=gke_train_command(job, i), mesh=job.mesh)
-    path = os.path.join(folder, f'{name}.json')
-    with open(path, 'w') as out:
-      json.dump(manifest, out, indent=2)
-      out.write('\n')
-    paths.append(path)
-  return paths
-
-
 def main(argv, f=FLAGS):
   del argv
   try:
@@ -414,7 +148,7 @@ def main(argv, f=FLAGS):
         raise ValueError('--backend=gke writes JobSet manifests for kubectl; '
                          '--execute drives TPU VMs only.')
     if f.execute or f.preflight:
-      from tools import preflight
+      from tools.launcher import preflight
       shards = [int(n) for n in f.data_shards]
       for line in preflight.check(job, shards=shards):
         print(f'preflight: {line}', flush=True)
@@ -422,27 +156,27 @@ def main(argv, f=FLAGS):
     print(f'error: {e}', file=sys.stderr)
     return exit_codes.USER_ERROR
   if f.backend == 'gke':
-    print(f'# {cost_line(job)}')
+    print(f'# {job_lib.cost_line(job)}')
     accelerator = gke.GKE_ACCELERATORS[job.slice.generation.name]
     print(f'# GKE: a node pool of {job.slice.hosts} {accelerator} '
           f'node{"s" if job.slice.hosts > 1 else ""}, topology '
           f'{gke.topology(job.slice)}; one JobSet a run, applied one after '
           'another (the exclusive-topology annotation holds the node pool).')
-    for i, path in enumerate(write_gke_manifests(job, f.image,
-                                                 f.manifest_dir)):
+    for i, path in enumerate(job_lib.write_gke_manifests(job, f.image,
+                                                         f.manifest_dir)):
       print(f'# run {i} (seed {i})\nkubectl apply -f {path}\n'
             f'kubectl wait --for=condition=Completed --timeout=24h '
             f'jobset/{job.tpu}-run-{i}')
     return 0
   tarball = f'/tmp/{job.suite_dir}-{job.tpu}.tar.gz'
-  print(f'# {cost_line(job)}')
+  print(f'# {job_lib.cost_line(job)}')
   print(f'# zone {job.zone}: offers {job.accelerator} '
         f'({tpu_slices.ZONES_PAGE}, read {tpu_slices.ZONES_DATE}).')
-  print(environment_line(job))
+  print(job_lib.environment_line(job))
   if job.slice.generation.tensorflow_note:
     print(f'# note: {job.slice.generation.tensorflow_note}')
   if f.execute:
-    from tools import launch_execute
+    from tools.launcher import execute as launch_execute
     return launch_execute.execute(job, tarball,
                                   launch_execute.GoogleCloud(job))
   print(f'# Dry run ({job.runs} run{"s" if job.runs != 1 else ""} on '
@@ -451,10 +185,10 @@ def main(argv, f=FLAGS):
         f'{"from scratch into run_<i>_retry<k>" if job.timed else "in place"}'
         '.')
   print(f'# package this checkout (git archive HEAD) as {tarball}, with '
-        f'{LAUNCH_GIN}:')
-  for line in launch_gin(job).splitlines():
+        f'{job_lib.LAUNCH_GIN}:')
+  for line in job_lib.launch_gin(job).splitlines():
     print(f'#   {line}')
-  for what, argv in plan(job, tarball):
+  for what, argv in job_lib.plan(job, tarball):
     if argv[0] == 'gcloud':  # Every line as its reference page allows.
       gcloud_lib.check(argv)
     print(f'# {what}\n{shlex.join(argv)}')
@@ -501,7 +235,7 @@ def define_flags(flag_values=FLAGS):
       ('bool', 'install', True, 'Build the TPU environment on the workers '
        '(tools/tpu_venv.py); --noinstall uses --worker_python as is.'),
       ('string', 'backend', 'tpu-vm', 'tpu-vm (Cloud TPU VMs, gcloud) or gke '
-       '(JobSet manifests for a TPU slice node pool, tools/gke.py).'),
+       '(JobSet manifests for a TPU slice node pool, tools/launcher/gke.py).'),
       ('string', 'image', '', 'gke: the container image (this checkout in '
        '/suite, its TPU environment built by tools/tpu_venv.py).'),
       ('string', 'manifest_dir', 'jobsets', 'gke: where the manifests go.'),

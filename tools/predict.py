@@ -13,9 +13,9 @@ step's kernels (a cost that does not grow with the batch) and the gradient
 sum (and, given a host's input rate, whether the device waits on
 it), gives the eval cost, the steps to the target and the time to
 train, what bounds it and the knob that would move it, and says which of its
-inputs were measured, published or fitted (tools/ttt/model.py). The
+inputs were measured, published or fitted (tools/predictor/model.py). The
 FLOPs are XLA's count of the suite's own step, measured once per config
-with --measure (tools/data/program_costs.json; jaxlib from
+with --measure (tools/predictor/data/program_costs.json; jaxlib from
 requirements-predict.txt); predicting reads them.
 """
 
@@ -41,20 +41,20 @@ def define_flags():
   flags.DEFINE_enum('sweep', '', ['', 'accelerator'], 'Predict every slice '
                     'size of the generation: the scaling curve.')
   flags.DEFINE_float('efficiency', 0.0, 'Use this fraction of peak instead '
-                     'of the fitted constant (tools/data/ttt_fit.json).')
+                     'of the fitted constant (tools/predictor/data/ttt_fit.json).')
   flags.DEFINE_float('host_input_rate', 0.0, 'Training examples a second '
                      'one host of the slice prepares (measure it there with '
-                     'the suite\'s input benchmarks, tools/benchmarks); the '
+                     'the suite\'s input benchmarks, benchmarks); the '
                      'prediction then says whether the device waits on it.')
   flags.DEFINE_bool('measure', False, 'Count the config\'s steps with XLA '
-                    'and store them (tools/data/program_costs.json).')
+                    'and store them (tools/predictor/data/program_costs.json).')
   flags.DEFINE_multi_integer('batch', [], 'With --measure: the per-replica '
                              'batches to count at (default: the config\'s '
                              'on its slice, and twice that).')
   flags.DEFINE_bool('fit', False, 'Remeasure the time a kernel from '
                     'Google\'s ResNet-50 step times and refit the '
                     'efficiency constants on Google\'s largest v0.7 slices '
-                    '(writes tools/data/ttt_fit.json).')
+                    '(writes tools/predictor/data/ttt_fit.json).')
   flags.DEFINE_bool('compare', False, 'Print the model against every Google '
                     'v0.7 result the suite has a config for.')
 
@@ -110,7 +110,7 @@ def knob(p) -> str:
 
 def describe(p, *, config: str, sources, warning: str, fitted_on: str,
              kernels_from: str = '') -> str:
-  from tools.ttt import collectives  # pylint: disable=import-outside-toplevel
+  from tools.predictor import collectives  # pylint: disable=import-outside-toplevel
   m, r = p.machine, p.run
   shape = collectives.describe(m.chip, m.chips)
   device = p.device_step
@@ -153,7 +153,7 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str,
       f'({fitted_on}); measured: FLOPs and kernels (XLA\'s count of this '
       f'config\'s step){kernel_input}, samples to target (published runs); '
       'published: peak FLOP/s, all-reduce bandwidth, torus shape '
-      '(tools/ttt/hardware.py)',
+      '(tools/predictor/hardware.py)',
       '  not modelled   ' + ('' if p.kernels else
                              'a step\'s cost that does not grow with its '
                              'batch (no time a kernel for this generation: '
@@ -167,11 +167,11 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str,
 
 
 def _predict(gin_files, params, accelerator, efficiency):
-  from tools.ttt import compare  # pylint: disable=import-outside-toplevel
-  from tools.ttt import configs  # pylint: disable=import-outside-toplevel
-  from tools.ttt import convergence  # pylint: disable=import-outside-toplevel
-  from tools.ttt import costs_file  # pylint: disable=import-outside-toplevel
-  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  from tools.predictor import compare  # pylint: disable=import-outside-toplevel
+  from tools.predictor import configs  # pylint: disable=import-outside-toplevel
+  from tools.predictor import convergence  # pylint: disable=import-outside-toplevel
+  from tools.predictor import costs_file  # pylint: disable=import-outside-toplevel
+  from tools.predictor import model  # pylint: disable=import-outside-toplevel
   run, config_accelerator = configs.read(gin_files, params)
   accelerator = accelerator or config_accelerator
   if not accelerator:
@@ -219,7 +219,7 @@ def batch_warning(per_replica_batch: float, fitted_batch) -> str:
 def predict_one(gin_files, params, accelerator, efficiency=0.0,
                 host_input_rate=0.0) -> str:
   """The prediction of a config on a slice ('': its own), as printed."""
-  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  from tools.predictor import model  # pylint: disable=import-outside-toplevel
   (machine, run, program, estimate, efficiency, fitted_on,
    fitted_batch, kernel_seconds) = _predict(gin_files, params, accelerator,
                                             efficiency)
@@ -238,7 +238,7 @@ def predict_one(gin_files, params, accelerator, efficiency=0.0,
 def sweep(gin_files, params, accelerator, efficiency=0.0,
           host_input_rate=0.0) -> str:
   from distribution import tpu_slices  # pylint: disable=import-outside-toplevel
-  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  from tools.predictor import model  # pylint: disable=import-outside-toplevel
   (machine, run, program, estimate, efficiency, fitted_on, _,
    kernel_seconds) = _predict(gin_files, params, accelerator, efficiency)
   generation = tpu_slices.parse(machine.accelerator, public=False).generation
@@ -276,10 +276,10 @@ def sweep(gin_files, params, accelerator, efficiency=0.0,
 
 
 def measure(gin_files, params) -> str:
-  from tools.ttt import configs  # pylint: disable=import-outside-toplevel
-  from tools.ttt import cost  # pylint: disable=import-outside-toplevel
-  from tools.ttt import costs_file  # pylint: disable=import-outside-toplevel
-  from tools.ttt import model  # pylint: disable=import-outside-toplevel
+  from tools.predictor import configs  # pylint: disable=import-outside-toplevel
+  from tools.predictor import cost  # pylint: disable=import-outside-toplevel
+  from tools.predictor import costs_file  # pylint: disable=import-outside-toplevel
+  from tools.predictor import model  # pylint: disable=import-outside-toplevel
   batches = FLAGS.batch
   if not batches:
     run, accelerator = configs.read(gin_files, params)
@@ -296,18 +296,18 @@ def measure(gin_files, params) -> str:
                     for p in program.train)
   return (f'{costs_file.key(gin_files, params)}: train step {train}; '
           f'{program.parameters:,} parameters; stored in '
-          'tools/data/program_costs.json')
+          'tools/predictor/data/program_costs.json')
 
 
 def main(argv):
   del argv
-  from tools.ttt import compare  # pylint: disable=import-outside-toplevel
+  from tools.predictor import compare  # pylint: disable=import-outside-toplevel
   try:
     if FLAGS.fit or FLAGS.compare:
       rows = compare.google_rows()
       if FLAGS.fit:
         compare.write_fit(compare.fit(rows))
-        print('wrote tools/data/ttt_fit.json')
+        print('wrote tools/predictor/data/ttt_fit.json')
       print(compare.markdown(compare.compare(rows, compare.load_fit())))
       return 0
     if not FLAGS.gin_file:

@@ -56,7 +56,7 @@ def stage(folder: str, destination: str, *, patterns=('*',), workers=8,
   from google.api_core import exceptions
   from google.cloud import storage
   from google.cloud.storage import transfer_manager
-  from tools import preflight
+  from tools.launcher import preflight
   client = client or storage.Client()
   bucket_name, prefix = preflight.split(destination)
   prefix = prefix.rstrip('/') + '/' if prefix else ''

@@ -63,7 +63,7 @@ OTHER_TENSORFLOWS = ('tensorflow', 'tensorflow-cpu', 'tensorflow-gpu',
 # packages, train.py, and the tools a TPU VM runs.
 PACKAGES = ('models', 'input_pipeline', 'training', 'distribution',
             'inference')
-TOOLS = ('tools.job_runner', 'tools.object_store', 'core.staged_files',
+TOOLS = ('tools.launcher.job_runner', 'tools.launcher.object_store', 'core.staged_files',
          'tools.export_savedmodel', 'tools.score', 'tools.convert_coco',
          'tools.convert_criteo', 'tools.convert_image_folder',
          'tools.create_pretraining_data', 'tools.build_vocab',

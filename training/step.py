@@ -119,7 +119,7 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
                                axis=None)
     return total / tf.maximum(tf.cast(num_steps, tf.float32), 1.0)
 
-  # One replica's step, for tools that compile it alone (tools/ttt/cost.py:
+  # One replica's step, for tools that compile it alone (tools/predictor/cost.py:
   # XLA's cost analysis of the program a replica runs).
   train_loop.replica_step = replica_step
   return train_loop

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from distribution import replica_groups
 from distribution import strategy as strategies
-from tools.benchmarks import common
+from benchmarks import common
 
 REPLICAS = 4
 

@@ -1,4 +1,4 @@
-"""Each pipeline's synthetic mode (what tools/ttt/cost.py counts a step
+"""Each pipeline's synthetic mode (what tools/predictor/cost.py counts a step
 from) gives batches of the real pipeline's features, dtypes and ranks, and
 reads no file."""
 

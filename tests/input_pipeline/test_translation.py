@@ -10,7 +10,7 @@ import tensorflow as tf
 from input_pipeline import packing
 from input_pipeline import subwords
 from input_pipeline.translation import TranslationInput
-from tools import gettext_pairs
+from tools.formats import gettext_pairs
 
 
 @pytest.fixture(scope='module')

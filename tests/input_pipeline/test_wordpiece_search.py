@@ -11,7 +11,7 @@ from input_pipeline import wordpiece_search
 
 
 def test_the_same_vocabulary_as_the_library_on_catalog_text(monkeypatch):
-  from tools import gettext_pairs
+  from tools.formats import gettext_pairs
   pairs = gettext_pairs.catalog_pairs()[:400]
   counts = collections.Counter()
   for pair in pairs:

@@ -93,7 +93,7 @@ def perturbed(texts, seed):
 
 @pytest.fixture(scope='module')
 def german_references():
-  from tools import gettext_pairs
+  from tools.formats import gettext_pairs
   pairs = gettext_pairs.catalog_pairs(('Django', 'Sphinx'))
   return [t for _, t in pairs]
 

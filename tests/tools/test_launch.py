@@ -24,11 +24,12 @@ import pytest
 from distribution import tpu_slices
 from tests import fake_cloud_tpu
 from tests import helpers
-from tools import gcloud
 from tools import gcs_emulator
 from tools import launch
-from tools import launch_execute
-from tools import preflight
+from tools.launcher import execute as launch_execute
+from tools.launcher import gcloud
+from tools.launcher import job as job_lib
+from tools.launcher import preflight
 from tools import stage_data
 
 
@@ -197,7 +198,7 @@ def test_dry_run_prints_documented_commands(accelerator, extra):
       hosts > 1) else ('', '--tpu=local')
   start = (
       "gcloud compute tpus tpu-vm ssh my-slice --worker=0 '--command=cd suite "
-      f'&& {tpu[0]}nohup setsid .venv/bin/python -m tools.job_runner '
+      f'&& {tpu[0]}nohup setsid .venv/bin/python -m tools.launcher.job_runner '
       '--job_dir=gs://bucket/bert/run_1/job --attempt=ATTEMPT -- '
       '.venv/bin/python train.py --gin_file=gin/bert_v3_32.gin '
       f'--gin_file=launch.gin --gin.SEED=1 {tpu[1]} '
@@ -272,12 +273,12 @@ def job(**kw):
               model_dir='gs://test/runs', runs=5, benchmark='resnet',
               system='tpu-v3-32')
   args.update(kw)
-  return launch.Job(**args)
+  return job_lib.Job(**args)
 
 
 def test_the_package_is_head_plus_the_bindings(tmp_path):
   tarball = str(tmp_path / 'suite.tar.gz')
-  launch.package(job(), tarball)
+  job_lib.package(job(), tarball)
   with tarfile.open(tarball) as t:
     names = t.getnames()
     assert 'train.py' in names and 'requirements-tpu.txt' in names
@@ -377,7 +378,7 @@ def cloud(gcs, tmp_path, monkeypatch):
   from google.auth.credentials import AnonymousCredentials
   from google.cloud import tpu_v2
   from google.cloud.tpu_v2.services.tpu import transports
-  from tools import object_store
+  from tools.launcher import object_store
   server = fake_cloud_tpu.FakeCloudTpu(
       nodes={}, failure='There is no more capacity in the zone')
   bin_dir, vms = tmp_path / 'bin', tmp_path / 'vms'
@@ -586,7 +587,7 @@ def test_a_mesh_on_a_multi_host_slice_starts_on_every_host():
 
 
 def test_each_host_of_a_slice_has_its_own_job_folder(monkeypatch):
-  from tools import job_runner
+  from tools.launcher import job_runner
   for number, expected in (('0', 'gs://b/run_0/job'),
                            ('3', 'gs://b/run_0/job/worker_3')):
     server = fake_cloud_tpu.FakeCloudTpu(
@@ -600,7 +601,7 @@ def test_each_host_of_a_slice_has_its_own_job_folder(monkeypatch):
 
 def test_the_job_runner_publishes_the_output_and_the_exit_code(tmp_path):
   done = subprocess.run(
-      [helpers.PYTHON, '-m', 'tools.job_runner', f'--job_dir={tmp_path}',
+      [helpers.PYTHON, '-m', 'tools.launcher.job_runner', f'--job_dir={tmp_path}',
        '--attempt=a1', '--', helpers.PYTHON, '-c',
        'print("step 1"); raise SystemExit(3)'],
       capture_output=True, text=True, cwd=helpers.ROOT, timeout=120)

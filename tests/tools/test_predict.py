@@ -1,4 +1,4 @@
-"""The time-to-train model (tools/ttt, tools/predict.py): XLA's counts, the
+"""The time-to-train model (tools/predictor, tools/predict.py): XLA's counts, the
 torus sums against their formula, convergence from the published points,
 the fitted constant reproducing its row, the comparison table in
 docs/benchmarks.md as the command prints it, and one-line errors."""
@@ -12,14 +12,14 @@ import subprocess
 import pytest
 
 from tests import helpers
-from tools.ttt import collectives
-from tools.ttt import compare
-from tools.ttt import convergence
-from tools.ttt import cost as cost_lib
-from tools.ttt import costs_file
-from tools.ttt import hardware
-from tools.ttt import model
-from tools.ttt import xla_cost
+from tools.predictor import collectives
+from tools.predictor import compare
+from tools.predictor import convergence
+from tools.predictor import cost as cost_lib
+from tools.predictor import costs_file
+from tools.predictor import hardware
+from tools.predictor import model
+from tools.predictor import xla_cost
 
 
 def run_predict(*args):

@@ -81,10 +81,10 @@ CASES = {
         'error: --input_file is required (--help lists the flags).'),
     # The benchmarks keep it too (their flags parse before TensorFlow).
     'benchmark flag missing': (
-        'tools.benchmarks.storage_faults', lambda t: ['--steps=4'],
+        'benchmarks.storage_faults', lambda t: ['--steps=4'],
         'error: --data_dir is required (--help lists the flags).'),
     'benchmark checkpoint missing': (
-        'tools.benchmarks.decode', lambda t: [f'--checkpoint_dir={MISSING}'],
+        'benchmarks.decode', lambda t: [f'--checkpoint_dir={MISSING}'],
         'error: '),
 }
 

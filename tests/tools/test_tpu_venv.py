@@ -72,9 +72,9 @@ def test_a_coupled_package_for_another_tensorflow_is_named():
 
 def test_the_launcher_the_notebook_and_make_build_it_with_this_script():
   from tests.tools import test_launch
-  from tools import launch
+  from tools.launcher import job as job_lib
   job = test_launch.job(slice=tpu_slices.parse('v3-8'), runtime='x')
-  unpack = launch.install(job, '/tmp/suite.tar.gz')[1]
+  unpack = job_lib.install(job, '/tmp/suite.tar.gz')[1]
   assert any('python3 suite/tools/tpu_venv.py --venv=suite/.venv' in a
              for a in unpack)
   with open(os.path.join(helpers.ROOT, 'notebooks', 'quickstart.ipynb')) as f:

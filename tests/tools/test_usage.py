@@ -96,7 +96,7 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
         path = m['script']
       if not (path.startswith(('tools/', 'inference/')) or path == 'train.py'):
         continue
-      if path.startswith('tools/benchmarks/'):
+      if path.startswith('benchmarks/'):
         continue  # Benchmarks load TensorFlow to define their flags.
       mine = m['args'].split(' -- ')[0]  # After --: a command it runs.
       names = re.findall(r'(?:^|\s)--([a-z]\w*)(?=[=\s]|$)', mine)

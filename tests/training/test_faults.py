@@ -65,7 +65,7 @@ def test_anything_else_is_a_crash():
 
 
 def test_the_launcher_reruns_them_as_it_reruns_a_preemption():
-  from tools import launch_execute
+  from tools.launcher import execute as launch_execute
   for code in (exit_codes.PEER_LOST, exit_codes.STORAGE_UNAVAILABLE):
     assert launch_execute.next_step(exit_code=code, node_state='READY',
                                     timed=True, retry=0,

@@ -1,0 +1,188 @@
+"""TF Model Garden's ResNet-50, BERT-base, Transformer-base or DLRM training
+step, timed on request.
+
+Runs in Model Garden's own environment (requirements-garden.txt: TF 2.20,
+tf-models-official 2.20.0, legacy Keras), never in ours; it imports nothing
+from this repository. benchmarks/versus_garden.py starts it:
+
+  python benchmarks/garden_worker.py --model=resnet50 --dtype=float32 \
+      --batch=8 --steps=3 [--xla]
+
+Builds Model Garden's experiment with its task, model, optimizer and
+metrics, and runs `task.train_step` in a tf.function loop over a synthetic
+dataset, as its trainer does:
+- resnet50: `resnet_imagenet` (ResNet-50, SGD momentum, L2 weight decay in
+  the loss), 224x224 images;
+- bert_base: `bert/pretraining` (BERT-base encoder with masked-LM and
+  next-sentence heads), sequence 128, 20 predictions, dropout 0.1, with
+  LAMB (weight decay 0.01 except LayerNorm and biases) as ours.
+- dlrm: `official.recommendation.ranking`'s RankingTask (tfrs's Ranking
+  model: its TPUEmbedding layer, which on CPU looks up plain tables, dot
+  interactions, MLPs), SGD for the tables and the dense layers, tables of
+  DLRM_VOCAB's sizes with the first `--rows` rows, width 16, MLPs 64-16
+  and 64-32-1 (benchmarks/dlrm_step.py's).
+`--xla` compiles the loop with XLA (Model Garden's BERT experiments turn
+XLA on). Prints `ready` once compiled; then each line `run` on stdin runs
+`--steps` steps and prints the seconds they took; EOF ends it.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+
+def _experiment(model_name: str, batch: int):
+  """(Model Garden's config, one synthetic batch) for the model."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.nlp.configs import pretraining_experiments  # pylint: disable=g-import-not-at-top,unused-import
+  from official.vision import registry_imports  # pylint: disable=g-import-not-at-top,unused-import
+
+  if model_name == 'resnet50':
+    config = exp_factory.get_exp_config('resnet_imagenet')
+    config.task.model.input_size = [224, 224, 3]
+    return config, (tf.random.uniform([batch, 224, 224, 3]),
+                    tf.random.uniform([batch], 0, 1000, tf.int32))
+  config = exp_factory.get_exp_config('bert/pretraining')
+  config.trainer.optimizer_config.optimizer.type = 'lamb'
+  config.trainer.optimizer_config.optimizer.lamb.weight_decay_rate = 0.01
+  config.trainer.optimizer_config.optimizer.lamb.exclude_from_weight_decay = [
+      'LayerNorm', 'layer_norm', 'bias']
+  # The experiment leaves the schedule's lengths to the user.
+  config.trainer.optimizer_config.learning_rate.polynomial.decay_steps = 10**6
+  config.trainer.optimizer_config.warmup.polynomial.warmup_steps = 10**4
+  seq, predictions = 128, 20
+  ids = lambda shape, top: tf.random.uniform(shape, 0, top, tf.int32)
+  return config, {
+      'input_word_ids': ids([batch, seq], 30522),
+      'input_mask': tf.ones([batch, seq], tf.int32),
+      'input_type_ids': ids([batch, seq], 2),
+      'masked_lm_positions': ids([batch, predictions], seq),
+      'masked_lm_ids': ids([batch, predictions], 30522),
+      'masked_lm_weights': tf.ones([batch, predictions]),
+      'next_sentence_labels': ids([batch, 1], 2)}
+
+
+def _translation(batch: int, dtype: str):
+  """Model Garden's translation task, model and optimizer, one batch."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import base_task  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.modeling import optimization  # pylint: disable=g-import-not-at-top
+  from official.modeling import performance  # pylint: disable=g-import-not-at-top
+  from official.nlp.configs import wmt_transformer_experiments  # pylint: disable=g-import-not-at-top,unused-import
+  from official.nlp.tasks import translation  # pylint: disable=g-import-not-at-top
+
+  class Task(translation.TranslationTask):
+    def __init__(self, params):  # pylint: disable=super-init-not-called
+      base_task.Task.__init__(self, params)
+      self._vocab_size, self._eos_id = 33708, 1
+      self._sentencepiece_model_path = ''
+
+  config = exp_factory.get_exp_config('wmt_transformer/large')
+  config.task.model = translation.ModelConfig()  # Transformer-base.
+  config.runtime.mixed_precision_dtype = dtype
+  performance.set_mixed_precision_policy(dtype)
+  task = Task(config.task)
+  model = task.build_model()
+  factory = optimization.OptimizerFactory(config.trainer.optimizer_config)
+  optimizer = factory.build_optimizer(factory.build_learning_rate())
+  ids = lambda: tf.random.uniform([batch, 64], 3, 33708, tf.int32)
+  return task, model, optimizer, {'inputs': ids(), 'targets': ids()}
+
+
+DLRM_VOCAB = (1642, 943, 795, 21, 19, 17, 9, 7)  # After the first table.
+
+
+def _dlrm(batch: int, rows: int):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.recommendation.ranking import task as ranking  # pylint: disable=g-import-not-at-top
+  config = exp_factory.get_exp_config('dlrm_criteo')
+  model = config.task.model
+  model.vocab_sizes = [rows, *DLRM_VOCAB]
+  model.num_dense_features = 3
+  model.embedding_dim, model.bottom_mlp, model.top_mlp = 16, [64, 16], [
+      64, 32, 1]
+  model.use_partial_tpu_embedding = False
+  config.trainer.optimizer_config.dense_optimizer = 'SGD'
+  task = ranking.RankingTask(params=config.task, trainer_config=config.trainer)
+  keras_model = task.build_model()
+  sparse = {str(i): tf.random.uniform([batch], 0, v, tf.int32)
+            for i, v in enumerate(model.vocab_sizes)}
+  labels = tf.cast(tf.random.uniform([batch], 0, 2, tf.int32), tf.float32)
+  element = ({'dense_features': tf.random.uniform([batch, 3]),
+              'sparse_features': sparse}, labels)
+  return task, keras_model, element
+
+
+def build(model_name: str, dtype: str, batch: int, xla: bool,
+          rows: int = 10000):
+  """Model Garden's train loop over a synthetic dataset."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import task_factory  # pylint: disable=g-import-not-at-top
+  from official.modeling import optimization  # pylint: disable=g-import-not-at-top
+  from official.modeling import performance  # pylint: disable=g-import-not-at-top
+
+  if model_name == 'transformer_base':
+    task, model, optimizer, element = _translation(batch, dtype)
+    metrics = None
+  elif model_name == 'dlrm':
+    task, model, element = _dlrm(batch, rows)
+    optimizer, metrics = model.optimizer, model.metrics
+  else:
+    config, element = _experiment(model_name, batch)
+    config.task.train_data.global_batch_size = batch
+    config.runtime.mixed_precision_dtype = dtype
+    performance.set_mixed_precision_policy(dtype)
+    task = task_factory.get_task(config.task)
+    model = task.build_model()
+    factory = optimization.OptimizerFactory(config.trainer.optimizer_config)
+    optimizer = factory.build_optimizer(factory.build_learning_rate())
+    metrics = task.build_metrics(training=True)
+  iterator = iter(tf.data.Dataset.from_tensors(element).repeat())
+
+  # With XLA, the step is compiled and the loop around it is not (the
+  # iterator cannot be), as Model Garden's trainer does it.
+  @tf.function(jit_compile=xla)
+  def step(inputs):
+    task.train_step(inputs, model, optimizer, metrics)
+
+  @tf.function
+  def loop(num_steps):
+    for _ in tf.range(num_steps):
+      step(next(iterator))
+
+  return loop
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument('--model', default='resnet50',
+                      choices=('resnet50', 'bert_base', 'transformer_base',
+                               'dlrm'))
+  parser.add_argument('--rows', type=int, default=10000,
+                      help='dlrm: rows of the first table.')
+  parser.add_argument('--xla', action='store_true')
+  parser.add_argument('--dtype', default='float32')
+  parser.add_argument('--batch', type=int, default=8)
+  parser.add_argument('--steps', type=int, default=3)
+  args = parser.parse_args()
+  # Model Garden 2.20 is written for Keras 2 (tf_keras); before TF loads.
+  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  loop = build(args.model, args.dtype, args.batch, args.xla, args.rows)
+  steps = tf.constant(args.steps)
+  loop(steps)  # Compile (and warm up).
+  print('ready', flush=True)
+  for line in sys.stdin:
+    if line.strip() != 'run':
+      continue
+    start = time.perf_counter()
+    loop(steps)
+    print(f'{time.perf_counter() - start:.6f}', flush=True)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,50 @@
+"""What a gin config asks of the machine, for the time-to-train model."""
+
+import math
+
+from tools.predictor import cost as cost_lib
+from tools.predictor import model
+
+# Eval set sizes (eval_samples in Google's v0.7 logs, the MLPerf eval sets).
+EVAL_SAMPLES = {'resnet': 50000, 'bert': 10000, 'transformer': 3003,
+                'ssd': 5000, 'maskrcnn': 5000, 'dlrm': 89137318}
+
+
+def read(gin_files: list[str], bindings: list[str]):
+  """(model.Run, the hardware file's ACCELERATOR or '') of a config."""
+  import gin  # pylint: disable=import-outside-toplevel
+
+  from core import config as gin_config  # pylint: disable=import-outside-toplevel
+  from distribution import gradients as gradients_lib  # pylint: disable=import-outside-toplevel
+  from distribution import mesh  # pylint: disable=import-outside-toplevel
+  from distribution import plan  # pylint: disable=import-outside-toplevel
+  from distribution import strategy  # pylint: disable=import-outside-toplevel
+  from training import controller  # pylint: disable=import-outside-toplevel
+
+  gin.clear_config()
+  try:
+    gin_config.parse(list(gin_files),
+                     list(cost_lib.PLACEHOLDERS) + list(bindings),
+                     unread_macros='known')
+    task = gin_config.configured_task()
+    schedule = gin.get_configurable(controller.RunSchedule)()
+    options = gin.get_configurable(plan.PlanOptions)()
+    gradients = gin.get_configurable(gradients_lib.GradientOptions)()
+    shape = tuple(gin.get_configurable(mesh.MeshConfig)().shape)
+    hardware = gin.get_configurable(strategy.StrategyConfig)()
+  finally:
+    gin.clear_config()
+  benchmark = task.mlperf_benchmark
+  if benchmark not in EVAL_SAMPLES:
+    raise ValueError(f'The time-to-train model has no eval set size for '
+                     f'{benchmark!r} (tools/predictor/configs.py).')
+  model_ways = math.prod(shape[1:]) if shape else 1
+  model_ways *= options.spatial_partitions
+  run = model.Run(
+      benchmark=benchmark, global_batch=schedule.global_batch_size,
+      eval_batch=schedule.eval_batch,
+      eval_every_steps=schedule.eval_every_steps,
+      eval_samples=EVAL_SAMPLES[benchmark], model_ways=model_ways,
+      allreduce_bytes=2 if gradients.allreduce_dtype == 'bfloat16' else 4,
+      weight_update_sharding=options.weight_update_sharding)
+  return run, hardware.accelerator or ''

@@ -1,0 +1,275 @@
+"""What one replica's train step and eval step cost, as XLA counts them.
+
+The program is the suite's own: the task, model and optimizer a gin config
+builds, the runtime's replica step (training/step.py: forward, loss,
+gradients, optimizer update; the eval step likewise) at a per-replica batch,
+compiled alone with `jit_compile=True` under the default strategy, so that
+its all-reduces are identities (the collectives are modelled on the slice's
+torus instead: tools/predictor/collectives.py). TensorFlow writes the HLO module;
+XLA's HloCostAnalysis counts it in a process of its own
+(tools/predictor/xla_cost.py). The module is the one XLA gets before its
+target-specific passes, the same for a TPU as here.
+
+XLA's CPU compiler also fuses the module, and the kernels its entry
+computation then launches are counted (tools/predictor/xla_cost.py): a step's
+cost that does not grow with its batch (tools/predictor/model.py).
+
+A step's FLOPs are linear in the batch plus the optimizer's update, which is
+not: `ProgramCost` holds counts at two or more batches and interpolates
+(tests/tools/test_predict.py checks a third against XLA).
+
+The input is synthetic (each pipeline's `synthetic` mode: the shapes and
+dtypes of the real batches, no files), so a config is costed without its
+data.
+
+XLA counts a loop's body once. An eval that runs a search loop (the
+Transformer's beam search) says so by implementing `SearchingEval`: its
+loop's step is counted on its own and added for every further iteration
+the loop may run (an upper bound: a TPU's fixed-shape search stops when
+every sentence of the batch has). Loops of a few cheap iterations (SSD's
+NMS) are left counted once.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Protocol, runtime_checkable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+# Placeholders for the macros a pod config requires that do not change the
+# program (its data and checkpoints); a --gin_param of the user's wins.
+PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
+                "BACKBONE_CHECKPOINT = ''")
+# What the count binds over a config, before the user's --gin_params:
+# - the program a TPU runs where a config leaves the choice to the device
+#   (models/beam_search.needs_fixed_shapes picks fixed shapes on a TPU);
+# - DLRM's tables as the synthetic data's vocabularies (Criteo's, capped:
+#   input_pipeline/clicks.py says why the count is the same) instead of a
+#   pod config's 188 million rows, which do not fit this host;
+# - whole images on one replica: spatial partitions divide a replica's count
+#   in the model (tools/predictor/configs.py model_ways), as a mesh's model axis.
+COUNTED_PROGRAM = ("DECODE_SHAPES = 'fixed'", 'TABLE_SIZES = ()',
+                   'SPATIAL_PARTITIONS = 1')
+
+
+@runtime_checkable
+class SearchingEval(Protocol):
+  """A task whose eval step runs a search loop."""
+
+  def eval_search_step(self, model, batch) -> tuple:
+    """(step function, its arguments, the loop's most iterations) at the
+    shapes of this eval batch."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCost:
+  """XLA's count of one replica's step at one per-replica batch."""
+  batch: int
+  flops: float
+  bytes_accessed: float
+  transcendentals: float
+  kernels: float = 0.0  # Launched once fused (0: counted before kernels were).
+
+
+@dataclasses.dataclass
+class ProgramCost:
+  """A config's train and eval steps, at two or more batches each.
+
+  Attributes:
+    config: the gin files and bindings, as given.
+    train: XLA's counts of the train step, by batch.
+    eval: the eval step's.
+    parameters: trainable parameters of the program counted (DLRM's with
+      its tables capped: input_pipeline/clicks.py).
+    dense_parameters: of those, the ones whose gradients are all-reduced
+      (the embedding tables EMBEDDING_SHARDING splits excluded).
+  """
+  config: dict
+  train: list
+  eval: list
+  parameters: int
+  dense_parameters: int
+
+  @staticmethod
+  def _at(points: list, batch: float, field: str) -> float:
+    pts = sorted(points, key=lambda p: p.batch)
+    if len(pts) == 1:
+      return getattr(pts[0], field) * batch / pts[0].batch
+    # The line through the nearest two points (extended beyond them).
+    lo, hi = (pts[0], pts[1]) if batch <= pts[1].batch else (pts[-2], pts[-1])
+    slope = (getattr(hi, field) - getattr(lo, field)) / (hi.batch - lo.batch)
+    return getattr(lo, field) + slope * (batch - lo.batch)
+
+  def train_flops(self, batch: float) -> float:
+    return self._at(self.train, batch, 'flops')
+
+  def train_bytes(self, batch: float) -> float:
+    return self._at(self.train, batch, 'bytes_accessed')
+
+  def eval_flops(self, batch: float) -> float:
+    return self._at(self.eval, batch, 'flops')
+
+  @staticmethod
+  def _kernels(points: list) -> float:
+    # Nearly the same at any batch (BERT's step: 5,474 at 1, 5,482 at 2):
+    # the largest batch's.
+    return max(points, key=lambda p: p.batch).kernels
+
+  def train_kernels(self) -> float:
+    return self._kernels(self.train)
+
+  def eval_kernels(self) -> float:
+    return self._kernels(self.eval)
+
+  def to_json(self) -> dict:
+    out = dataclasses.asdict(self)
+    return out
+
+  @classmethod
+  def from_json(cls, data: dict) -> 'ProgramCost':
+    return cls(config=data['config'],
+               train=[StepCost(**p) for p in data['train']],
+               eval=[StepCost(**p) for p in data['eval']],
+               parameters=data['parameters'],
+               dense_parameters=data['dense_parameters'])
+
+
+def xla_cost(hlo_text: str) -> dict:
+  """XLA's HloCostAnalysis of a module (in a process of its own)."""
+  with tempfile.NamedTemporaryFile('w', suffix='.hlo', delete=False) as f:
+    f.write(hlo_text)
+    path = f.name
+  try:
+    result = subprocess.run(
+        [sys.executable, '-m', 'tools.predictor.xla_cost', path], cwd=ROOT,
+        capture_output=True, text=True, check=False, timeout=1800,
+        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+  finally:
+    os.unlink(path)
+  lines = [l for l in result.stdout.splitlines() if l.startswith('{')]
+  if result.returncode or not lines:
+    message = (result.stderr.strip().splitlines() or ['no output'])[-1]
+    raise RuntimeError(f'XLA\'s cost analysis failed: {message}')
+  return json.loads(lines[-1])
+
+
+def _step_cost(fn, args: tuple, batch: int) -> StepCost:
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
+  # Op determinism (a deterministic run earlier in this process) refuses
+  # XLA lowerings it has no deterministic kernel for (MaxPoolGrad) and
+  # unseeded graphs; the count is the same either way.
+  deterministic = config.is_op_determinism_enabled()
+  config.disable_op_determinism()
+  try:
+    compiled = tf.function(fn, jit_compile=True)
+    hlo = compiled.experimental_get_compiler_ir(*args)(stage='hlo')
+  finally:
+    if deterministic:
+      config.enable_op_determinism()
+  cost = xla_cost(hlo)
+  return StepCost(batch=batch, flops=cost['flops'],
+                  bytes_accessed=cost['bytes accessed'],
+                  transcendentals=cost['transcendentals'],
+                  kernels=cost['kernels'])
+
+
+def all_reduced(variables, options) -> list:
+  """The variables whose gradients the config's plan all-reduces: all but
+  the embedding tables EMBEDDING_SHARDING splits (each shard is updated by
+  its owner from its own gradient: distribution/embedding_tables.py)."""
+  from distribution import embedding_tables  # pylint: disable=import-outside-toplevel
+  if options.embedding_sharding == 'none':
+    return list(variables)
+  tables = {embedding_tables.table_index(v.name): v for v in variables}
+  tables.pop(None, None)
+  order = sorted(tables)
+  split = {id(tables[order[i]]) for i in embedding_tables.sharded_indices(
+      [int(tables[t].shape[0]) for t in order], options.sharded_tables)}
+  return [v for v in variables if id(v) not in split]
+
+
+def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
+  """The eval step's count, its search loop's every iteration counted."""
+  whole = _step_cost(replica_eval, (element,), batch)
+  if not isinstance(task, SearchingEval):
+    return whole
+  step_fn, args, iterations = task.eval_search_step(model, element)
+  step = _step_cost(step_fn, args, batch)
+  more = iterations - 1
+  return StepCost(batch=batch, flops=whole.flops + more * step.flops,
+                  bytes_accessed=whole.bytes_accessed +
+                  more * step.bytes_accessed,
+                  transcendentals=whole.transcendentals +
+                  more * step.transcendentals,
+                  kernels=whole.kernels + more * step.kernels)
+
+
+def _synthetic(data):
+  if not hasattr(data, 'synthetic'):
+    raise ValueError(
+        f'{type(data).__name__} has no synthetic mode: the time-to-train '
+        'model costs a config from synthetic batches of its shapes (add one '
+        'to the pipeline, as input_pipeline/imagenet.py has).')
+  data.synthetic = True
+
+
+def measure(gin_files: list[str], bindings: list[str],
+            batches: tuple[int, ...]) -> ProgramCost:
+  """XLA's counts of a config's train and eval steps at `batches`
+  (per-replica batch sizes)."""
+  from core import startup  # pylint: disable=import-outside-toplevel
+  startup.import_tensorflow()
+  import gin  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from core import config as gin_config  # pylint: disable=import-outside-toplevel
+  from distribution import plan  # pylint: disable=import-outside-toplevel
+  from training import step as step_lib  # pylint: disable=import-outside-toplevel
+
+  gin.clear_config()
+  gin_config.parse(list(gin_files),
+                   list(PLACEHOLDERS + COUNTED_PROGRAM) + list(bindings),
+                   unread_macros='known')
+  try:
+    task = gin_config.configured_task()
+    _synthetic(task.data)
+    optimizer = gin.query_parameter(
+        'train.train.optimizer').scoped_configurable_fn()
+    schedule_cls = gin.query_parameter(
+        'train.train.learning_rate').scoped_configurable_fn
+    model = task.build_model()
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    lr = schedule_cls(steps_per_epoch=100, total_steps=10000)
+    strategy = tf.distribute.get_strategy()
+    train_loop = step_lib.make_train_loop(
+        strategy=strategy, model=model, optimizer=optimizer,
+        learning_rate=lr, task=task, step=step)
+    eval_loop = step_lib.make_eval_loop(strategy=strategy, model=model,
+                                        task=task, local_outputs=True)
+    context = tf.distribute.InputContext()
+    train, evals = [], []
+    for batch in batches:
+      element = next(iter(task.data.train_dataset(
+          context, global_batch_size=batch)))
+      train.append(_step_cost(train_loop.replica_step, (element,), batch))
+      element = next(iter(task.data.eval_dataset(
+          context, global_batch_size=batch, steps=1, cache=False)))
+      evals.append(_eval_cost(task, model, eval_loop.replica_eval, element,
+                              batch))
+    parameters = sum(int(v.shape.num_elements())
+                     for v in model.trainable_variables)
+    dense = sum(int(v.shape.num_elements())
+                for v in all_reduced(model.trainable_variables,
+                                     gin.get_configurable(plan.PlanOptions)()))
+    return ProgramCost(config={'gin_files': list(gin_files),
+                               'bindings': list(bindings)},
+                       train=train, eval=evals, parameters=parameters,
+                       dense_parameters=dense)
+  finally:
+    gin.clear_config()
