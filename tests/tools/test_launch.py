@@ -158,7 +158,7 @@ def test_an_image_with_another_tensorflow_than_the_venv_s_is_refused():
     ('v5litepod-16', ["--gin_param=ACCELERATOR='v5litepod-16'"]),
 ])
 def test_dry_run_prints_documented_commands(accelerator, extra):
-  """Every gcloud line fits its reference page (tools/gcloud.SYNTAX); the
+  """Every gcloud line fits its reference page (tools/launcher/gcloud.py SYNTAX); the
   create line, the image, the environment and the detached start are
   exactly as Google's pages and TF tests give them."""
   out = dry_run(accelerator, *extra, zone=SLICES[accelerator][0])

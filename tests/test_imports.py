@@ -1,0 +1,149 @@
+"""The floors point one way (docs/architecture.md, "Floors"): each folder
+imports only from the floors below it, and no modules import each other
+in a circle. Read from the code's own import statements (at any depth,
+lazy imports included), without importing anything."""
+
+import ast
+import os
+
+from tests import helpers
+
+# Lowest first. A floor may import its own modules and those of the floors
+# below it; `tests/` may import anything.
+FLOORS = (
+    ('core',),            # start-up, entry points, gin, errors, exit codes
+    ('input_pipeline',),  # host input pipelines
+    ('distribution',),    # strategies, plans, meshes, gradient summation
+    ('training',),        # the runtime: loops, checkpoints, logs, actions
+    ('models',),          # tasks and models
+    ('inference',),       # the LoadGen harness
+    ('train', 'tools'),   # the entry points: train.py, the user's commands
+    ('benchmarks',),      # measurements of all of the above
+)
+# Same floor, one way only: train.py runs without tools/.
+NOT_IMPORTED_BY = {'tools': ('train',)}
+
+
+def _floor(package: str) -> int:
+  return next(i for i, names in enumerate(FLOORS) if package in names)
+
+
+def _modules() -> dict[str, str]:
+  """module name -> path, for every module of the floors."""
+  found = {}
+  for names in FLOORS:
+    for top in names:
+      path = os.path.join(helpers.ROOT, top)
+      if os.path.isfile(path + '.py'):
+        found[top] = path + '.py'
+        continue
+      for where, _, files in os.walk(path):
+        for name in files:
+          if name.endswith('.py'):
+            relative = os.path.relpath(os.path.join(where, name),
+                                       helpers.ROOT)[:-3]
+            module = relative.replace(os.sep, '.')
+            found[module.removesuffix('.__init__')] = os.path.join(where,
+                                                                   name)
+  return found
+
+
+def _imports(path: str, modules) -> set[str]:
+  """The suite's modules `path` imports (`from a import b` is a.b when that
+  is a module, else a)."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  named = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      named |= {a.name for a in node.names}
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      named |= {f'{node.module}.{a.name}' for a in node.names} | {node.module}
+  found = set()
+  for name in named:
+    while name and name not in modules:
+      name = name.rpartition('.')[0]
+    if name:
+      found.add(name)
+  return found
+
+
+def _graph():
+  modules = _modules()
+  return {m: _imports(p, modules) - {m} for m, p in modules.items()}
+
+
+def test_every_folder_imports_only_from_the_floors_below_it():
+  wrong = []
+  for module, imported in sorted(_graph().items()):
+    top = module.split('.')[0]
+    for other in sorted(imported):
+      other_top = other.split('.')[0]
+      if other_top == top:
+        continue
+      if (_floor(other_top) > _floor(top) or
+          top in NOT_IMPORTED_BY.get(other_top, ())):
+        wrong.append(f'{module} imports {other}')
+      elif _floor(other_top) == _floor(top):
+        wrong.append(f'{module} imports {other} (the same floor)')
+  assert not wrong, ('imports against the floors (docs/architecture.md): '
+                     + '; '.join(wrong))
+
+
+def _circles(graph) -> list[list[str]]:
+  """Strongly connected groups of more than one module (Tarjan)."""
+  index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for nxt in graph.get(node, ()):
+      if nxt not in index:
+        visit(nxt)
+        low[node] = min(low[node], low[nxt])
+      elif nxt in on_stack:
+        low[node] = min(low[node], index[nxt])
+    if low[node] == index[node]:
+      group = []
+      while True:
+        top = stack.pop()
+        on_stack.discard(top)
+        group.append(top)
+        if top == node:
+          break
+      if len(group) > 1:
+        groups.append(sorted(group))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return groups
+
+
+def test_no_modules_import_each_other_in_a_circle():
+  assert _circles(_graph()) == []
+
+
+def test_the_checks_see_a_circle_and_a_floor_broken():
+  # The two checks find what they are for: a made-up graph with a circle.
+  assert _circles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [
+      ['a', 'b', 'c']]
+  graph = _graph()
+  assert 'distribution.plan' in graph and 'core.startup' in graph
+  assert 'input_pipeline.records' in graph['input_pipeline.coco']
+  assert _floor('core') < _floor('distribution') < _floor('training')
+
+
+def test_every_module_directly_in_tools_is_a_command():
+  # tools/ lists what a user runs; internals live in its subfolders.
+  folder = os.path.join(helpers.ROOT, 'tools')
+  not_commands = []
+  for name in sorted(os.listdir(folder)):
+    if name.endswith('.py') and name != '__init__.py':
+      with open(os.path.join(folder, name)) as f:
+        if "if __name__ == '__main__':" not in f.read():
+          not_commands.append(name)
+  assert not not_commands, (f'tools/{not_commands[0]} is no command: move it '
+                            'to a subfolder of tools/ (launcher/, predictor/, '
+                            'formats/) or below')
