@@ -126,9 +126,9 @@ class BertPretrainingInput:
   def eval_steps(self, *, num_pipelines: int, global_batch_size: int) -> int:
     if self.synthetic:
       return 1
-    total = self.num_eval_examples()
-    counts = [len(range(i, total, num_pipelines)) for i in range(num_pipelines)]
-    return records.eval_steps(counts, global_batch_size // num_pipelines)
+    return records.dealt_eval_steps(self.num_eval_examples(),
+                                    num_pipelines=num_pipelines,
+                                    global_batch_size=global_batch_size)
 
   def eval_dataset(self, input_context: tf.distribute.InputContext, *,
                    global_batch_size: int, steps: int, cache: bool = True):

@@ -223,6 +223,14 @@ def eval_steps(counts: list[int], per_host_batch: int) -> int:
   return max(1, max(math.ceil(c / per_host_batch) for c in counts))
 
 
+def dealt_eval_steps(total: int, *, num_pipelines: int,
+                     global_batch_size: int) -> int:
+  """Eval steps for `total` examples dealt to the pipelines in turn
+  (example i to pipeline i mod N, as `Dataset.shard` deals them)."""
+  counts = [len(range(i, total, num_pipelines)) for i in range(num_pipelines)]
+  return eval_steps(counts, global_batch_size // num_pipelines)
+
+
 class EvalCounts:
   """The eval records of `files` each of N input pipelines reads, counted
   once per N (reading the files, no parsing) and then kept."""

@@ -109,14 +109,10 @@ class Bert(tf.Module):
       seed: initialisation seed.
     """
     super().__init__(name='bert')
-    if size not in SIZES:
-      raise ValueError(f'BERT `size` must be one of {sorted(SIZES)}, got '
-                       f'{size!r}.')
-    n, h, heads, inter = SIZES[size]
-    self.num_layers = num_layers or n
-    self.hidden_size = hidden_size or h
-    self.num_heads = num_heads or heads
-    self.intermediate_size = intermediate_size or inter
+    (self.num_layers, self.hidden_size, self.num_heads,
+     self.intermediate_size) = layers.stack_size(
+         'BERT', SIZES, size,
+         (num_layers, hidden_size, num_heads, intermediate_size))
     if self.hidden_size % self.num_heads:
       raise ValueError(f'hidden_size ({self.hidden_size}) must be a multiple '
                        f'of num_heads ({self.num_heads}).')

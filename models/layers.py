@@ -41,6 +41,16 @@ def compute_dtype(name: str) -> tf.DType:
   return DTYPES[name]
 
 
+def stack_size(model: str, sizes: dict, size: str,
+               overrides: tuple[int, ...]) -> tuple[int, ...]:
+  """A Transformer stack's (layers, width, heads, feed-forward width): the
+  named size's from `sizes`, each replaced by its override when > 0."""
+  if size not in sizes:
+    raise ValueError(f'{model} `size` must be one of {sorted(sizes)}, got '
+                     f'{size!r}.')
+  return tuple(o or d for o, d in zip(overrides, sizes[size]))
+
+
 def variance_scaling(shape, seed, fan_in: int,
                      scale: float = 1.0) -> tf.Tensor:
   """Truncated normal with variance scale / fan_in, stateless.

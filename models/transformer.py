@@ -128,14 +128,9 @@ class Transformer(tf.Module):
       seed: initialisation seed.
     """
     super().__init__(name='transformer')
-    if size not in SIZES:
-      raise ValueError(f'Transformer `size` must be one of {sorted(SIZES)}, '
-                       f'got {size!r}.')
-    n, d, heads, ff = SIZES[size]
-    self.num_layers = num_layers or n
-    self.model_dim = model_dim or d
-    self.num_heads = num_heads or heads
-    self.ff_dim = ff_dim or ff
+    self.num_layers, self.model_dim, self.num_heads, self.ff_dim = (
+        layers.stack_size('Transformer', SIZES, size,
+                          (num_layers, model_dim, num_heads, ff_dim)))
     if self.model_dim % self.num_heads or self.model_dim % 2:
       raise ValueError(f'model_dim ({self.model_dim}) must be even and a '
                        f'multiple of num_heads ({self.num_heads}).')

@@ -30,7 +30,6 @@ import collections
 import dataclasses
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
@@ -238,14 +237,10 @@ def convert(*, annotations: str, images: str, output_dir: str, split: str,
 
 def main(argv):
   del argv
-  try:
-    done = convert(annotations=FLAGS.annotations, images=FLAGS.images,
-                   output_dir=FLAGS.output_dir, split=FLAGS.split,
-                   num_shards=FLAGS.num_shards,
-                   on_bad_annotation=FLAGS.on_bad_annotation)
-  except ValueError as e:  # Names the file; nothing was written.
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  done = convert(annotations=FLAGS.annotations, images=FLAGS.images,
+                 output_dir=FLAGS.output_dir, split=FLAGS.split,
+                 num_shards=FLAGS.num_shards,
+                 on_bad_annotation=FLAGS.on_bad_annotation)
   for aid, reason in done.skipped:
     print(f'skipped annotation {aid}: {reason}')
   print(f'wrote {done.images} images ({done.boxes} boxes; '

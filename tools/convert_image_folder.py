@@ -28,7 +28,6 @@ import dataclasses
 import io
 import os
 import random
-import sys
 
 from absl import app
 from absl import flags
@@ -243,16 +242,12 @@ def convert(*, input_dir: str, output_prefix: str, num_shards: int,
 
 def main(argv):
   del argv
-  try:
-    done = convert(input_dir=FLAGS.input_dir,
-                   output_prefix=FLAGS.output_prefix,
-                   num_shards=FLAGS.num_shards,
-                   on_bad_image=FLAGS.on_bad_image,
-                   labels_file=FLAGS.labels_file,
-                   classes_from=FLAGS.classes_from)
-  except ValueError as e:  # Names the file; nothing was written.
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+  done = convert(input_dir=FLAGS.input_dir,
+                 output_prefix=FLAGS.output_prefix,
+                 num_shards=FLAGS.num_shards,
+                 on_bad_image=FLAGS.on_bad_image,
+                 labels_file=FLAGS.labels_file,
+                 classes_from=FLAGS.classes_from)
   for path, reason in done.skipped:
     print(f'skipped {path}: {reason}')
   print(f'wrote {done.examples} images to {len(done.paths)} files '
