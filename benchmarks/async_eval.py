@@ -27,11 +27,11 @@ import tempfile
 from absl import app
 from absl import flags
 
+from benchmarks import common
 from core import entry_point
 from training import time_to_accuracy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 FLAGS = flags.FLAGS
 MLLOG = time_to_accuracy.MLLOG_PREFIX
 

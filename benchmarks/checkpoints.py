@@ -23,10 +23,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import common
 from core import entry_point
 from input_pipeline import records
 from models.resnet import ResNet
-from benchmarks import common
 from training import checkpoints
 
 FLAGS = flags.FLAGS

@@ -1,14 +1,41 @@
-"""Pieces the benchmarks share: a same-dtype matmul peak and the timing.
+"""Pieces the benchmarks share: a same-dtype matmul peak, the timing, and
+the rows they print for docs/benchmarks.md.
 
 TensorFlow is imported where it is used: the benchmarks that time fresh
 processes (startup, malloc_env) do not import it in their parent.
 """
 
+import datetime
 import os
+import shlex
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+PAGE = 'docs/benchmarks.md'
+
+
+def page_rows(rows: list[tuple[str, str, str, str]], argv=None) -> str:
+  """Rows of docs/benchmarks.md's tables for figures just measured: each
+  (measure, ours, the peer, the ratio with its target), then today's date
+  and the command that measured them. The benchmark prints them last, to be
+  pasted over the page's rows of the same measures."""
+  argv = sys.argv if argv is None else argv
+  spec = getattr(sys.modules['__main__'], '__spec__', None)
+  program = (f'python -m {spec.name}' if spec else
+             f'python {os.path.relpath(argv[0], ROOT)}')
+  command = ' '.join([program] + [shlex.quote(a) for a in argv[1:]])
+  today = datetime.date.today().isoformat()
+  lines = [f'rows for {PAGE} (measure | ours | peer | ratio | date | '
+           'command):']
+  lines += [f'| {m} | {o} | {p} | {r} | {today} | `{command}` |'
+            for m, o, p, r in rows]
+  return '\n'.join(lines)
 
 
 def matmul_peak(dtype: str, n: int = 4096, reps: int = 10):

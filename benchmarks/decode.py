@@ -55,9 +55,9 @@ def main(argv):
   del argv
   startup.import_tensorflow()
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from benchmarks.common import interleaved_medians  # pylint: disable=import-outside-toplevel
   from core import config as gin_config  # pylint: disable=import-outside-toplevel
   from input_pipeline import subwords  # pylint: disable=import-outside-toplevel
-  from benchmarks.common import interleaved_medians  # pylint: disable=import-outside-toplevel
 
   gin_config.parse(FLAGS.gin_file, FLAGS.gin_param, unread_macros='known')
   task = gin_config.configured_task()

@@ -114,17 +114,16 @@ def measure_input(tf, args) -> int:
 
 def measure_garden(tf, args) -> int:
   import os  # pylint: disable=import-outside-toplevel
-  from distribution import plan as plan_lib  # pylint: disable=import-outside-toplevel
   from benchmarks import common  # pylint: disable=import-outside-toplevel
-  root = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
+  from distribution import plan as plan_lib  # pylint: disable=import-outside-toplevel
+  root = common.ROOT
   ours, _ = build_and_loop(tf, plan=plan_lib.PlanOptions().make(
       task=None, deterministic=False), rows=10_000, dense_update=False,
                            batch=args.batch, steps=args.steps,
                            fixed_batch=True)
   garden = common.StepWorker(
       os.path.join(root, '.venv-garden', 'bin', 'python'),
-      [os.path.join(root, 'tools', 'benchmarks', 'garden_worker.py'),
+      [os.path.join(root, 'benchmarks', 'garden_worker.py'),
        '--model=dlrm', '--rows=10000', f'--batch={args.batch}',
        f'--steps={args.steps}'],
       setup='make garden_venv',
@@ -141,6 +140,11 @@ def measure_garden(tf, args) -> int:
           f'{args.batch * args.steps / seconds:12,.0f} samples/s')
   print(f'  ours / Model Garden speed: '
         f'{medians["Model Garden"] / medians["ours"]:.2f}x')
+  print(common.page_rows([(
+      f'DLRM step, float32, batch {args.batch}',
+      f'{medians["ours"] / args.steps * 1000:.2f} ms',
+      f'Model Garden {medians["Model Garden"] / args.steps * 1000:.2f} ms',
+      f'**{medians["Model Garden"] / medians["ours"]:.2f}x** (>= 1.0)')]))
   return 0
 
 
@@ -158,9 +162,9 @@ def main(argv=None) -> int:
     return measure_input(tf, args)
   if args.measure == 'garden':
     return measure_garden(tf, args)
+  from benchmarks import common
   from distribution import plan as plan_lib  # pylint: disable=import-outside-toplevel
   from distribution import strategy as strategies
-  from benchmarks import common
 
   def make_plan(sharding, kind, devices):
     return plan_lib.PlanOptions(

@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 import tensorflow as tf
 
+from benchmarks import common
 from core import entry_point
 from input_pipeline import image_preprocessing
 from input_pipeline import imagenet
@@ -116,6 +117,10 @@ def main(argv):
     raw = med['raw decode_and_crop_jpeg']
     for k, v in med.items():
       print(f'  {k:26s} {v:8.1f} images/s  ({v / raw:.3f} of raw decode)')
+    print(common.page_rows([
+        (f'ImageNet input, {k}', f'{v:,.0f} images/s',
+         f'raw decode {raw:,.0f} images/s', f'{v / raw:.2f} (>= 0.90)')
+        for k, v in med.items() if k.startswith('ours')]))
 
 
 if __name__ == '__main__':

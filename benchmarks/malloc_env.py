@@ -23,16 +23,15 @@ import time
 from absl import app
 from absl import flags
 
-from core import entry_point
 from benchmarks import common
+from core import entry_point
 
 FLAGS = flags.FLAGS
 
 # The Makefile's and tests/conftest.py's values.
 SETTINGS = {'MALLOC_TRIM_THRESHOLD_': str(4 << 30),
             'MALLOC_TOP_PAD_': str(256 << 20)}
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 
 
 def one_run(env: dict, model_dir: str) -> dict:

@@ -18,12 +18,13 @@ from absl import flags
 import keras
 import tensorflow as tf
 
+from benchmarks import common
+from benchmarks.common import interleaved_medians
+from benchmarks.common import matmul_peak
 from core import entry_point
 from input_pipeline.imagenet import ImageNetInput
 from models.layers import is_decay_exempt
 from models.resnet import ResNet
-from benchmarks.common import interleaved_medians
-from benchmarks.common import matmul_peak
 from training import losses
 from training import optimizers
 from training import schedules
@@ -81,6 +82,7 @@ def keras_fit(dtype: str, batch: int, steps: int, jit):
 def main(argv):
   del argv
   batch, steps, rounds = FLAGS.batch, FLAGS.steps, FLAGS.rounds
+  rows = []
   for dtype in FLAGS.dtypes:
     runners = {}
     our_run, model = ours(dtype, batch, steps)
@@ -104,6 +106,12 @@ def main(argv):
     print(f'  matmul 4096^2 {dtype}: {peak / 1e9:.0f} GFLOP/s')
     print(f'  speed-up vs best Keras: {keras_best / step_time["ours"]:.2f}x')
     print(f'  our MFU: {train_flops / step_time["ours"] / peak:.3f}')
+    rows.append((f'ResNet-50 step, {dtype}, batch {batch}',
+                 f'{step_time["ours"]:.3f} s, MFU '
+                 f'{train_flops / step_time["ours"] / peak:.2f}',
+                 f'Keras fit {keras_best:.3f} s',
+                 f'{keras_best / step_time["ours"]:.2f}x (the floor)'))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':

@@ -26,10 +26,10 @@ import time
 
 from absl import app
 from absl import flags
+from benchmarks import common
 from core import entry_point
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 FLAGS = flags.FLAGS
 
 

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from tensorflow.experimental import dtensor
 
+from benchmarks import common
 from core import entry_point
 from distribution import gradients as gradients_lib
 from distribution import mesh as mesh_lib
@@ -44,7 +45,6 @@ from distribution import weight_update_sharding as wus
 from input_pipeline import spatial as spatial_input
 from models import bert as bert_lib
 from models.resnet import ResNet
-from benchmarks import common
 from training import losses
 from training import optimizers
 from training import step as step_lib

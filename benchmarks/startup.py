@@ -1,5 +1,5 @@
 """Benchmark: a run's start-up, before and after this suite's two start-up
-changes (docs/benchmarks.md, "Start-up").
+changes (docs/benchmarks-history.md, "Start-up").
 
   python -m benchmarks.startup --data_dir=<quickstart data> \
       [--gin_file=gin/resnet_quickstart.gin] [--gin_param=NAME=VALUE ...] \
@@ -30,12 +30,11 @@ import time
 from absl import app
 from absl import flags
 
-from core import entry_point
 from benchmarks import common
+from core import entry_point
 
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 
 # Both variants start train.py through runpy, the "before" one after this.
 BEFORE = """

@@ -34,13 +34,13 @@ import time
 from absl import app
 from absl import flags
 
+from benchmarks import common
 from core import entry_point
 
 from core import startup
 
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 
 
 def define_flags():

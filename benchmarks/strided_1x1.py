@@ -13,8 +13,8 @@ Even batches only: the strided form crashes at odd ones with < 16 channels.
 from absl import app
 from absl import flags
 
-from core import entry_point
 from benchmarks import common
+from core import entry_point
 
 FLAGS = flags.FLAGS
 

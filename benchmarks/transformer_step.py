@@ -21,12 +21,12 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.common import interleaved_medians
+from benchmarks.common import matmul_peak
 from core import entry_point
 from input_pipeline import subwords
 from models.transformer import Transformer
 from models import transformer_task
-from benchmarks.common import interleaved_medians
-from benchmarks.common import matmul_peak
 from training import optimizers
 from training import schedules
 from training import step as step_lib

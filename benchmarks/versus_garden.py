@@ -27,23 +27,20 @@ import time
 from absl import app
 from absl import flags
 
-from core import entry_point
-from benchmarks import bert_step
+from benchmarks import common
 from benchmarks.common import StepWorker
-from benchmarks import resnet_step
-from benchmarks import transformer_step
-from training import optimizers
+from core import entry_point
+from core import startup
 
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 
 
 def garden(python: str, model: str, dtype: str, batch: int, steps: int,
            xla: bool) -> StepWorker:
   """Model Garden's step in its own process (garden_worker.py)."""
   return StepWorker(
-      python, [os.path.join(ROOT, 'tools', 'benchmarks', 'garden_worker.py'),
+      python, [os.path.join(ROOT, 'benchmarks', 'garden_worker.py'),
                f'--model={model}', f'--dtype={dtype}', f'--batch={batch}',
                f'--steps={steps}', *(['--xla'] if xla else [])],
       setup='make garden_venv', env={'TF_USE_LEGACY_KERAS': '1',
@@ -54,6 +51,11 @@ def ours(model: str, dtype: str, batch: int, steps: int):
   """A callable running `steps` steps of our train loop, compiled: SGD
   momentum for ResNet-50 (Model Garden's `resnet_imagenet` optimizer), LAMB
   for BERT, Adam for the Transformer."""
+  # Imported here, after main has loaded TensorFlow quietly (core/startup).
+  from benchmarks import bert_step  # pylint: disable=import-outside-toplevel
+  from benchmarks import resnet_step  # pylint: disable=import-outside-toplevel
+  from benchmarks import transformer_step  # pylint: disable=import-outside-toplevel
+  from training import optimizers  # pylint: disable=import-outside-toplevel
   if model == 'resnet50':
     run, _ = resnet_step.ours(dtype, batch, steps,
                               optimizer=optimizers.SgdMomentum)
@@ -65,8 +67,14 @@ def ours(model: str, dtype: str, batch: int, steps: int):
   return run
 
 
+NAMES = {'resnet50': 'ResNet-50', 'bert_base': 'BERT-base',
+         'transformer_base': 'Transformer-base'}
+
+
 def main(argv):
   del argv
+  startup.import_tensorflow()
+  rows = []
   for model in FLAGS.models:
     for dtype in FLAGS.dtypes:
       gardens = {}
@@ -81,11 +89,11 @@ def main(argv):
           start = time.perf_counter()
           our_run()
           times['ours'].append(time.perf_counter() - start)
-          for label, garden in gardens.items():
-            times[label].append(garden.run())
+          for label, worker in gardens.items():
+            times[label].append(worker.run())
       finally:
-        for garden in gardens.values():
-          garden.close()
+        for worker in gardens.values():
+          worker.close()
       step = {k: statistics.median(v) / FLAGS.steps for k, v in times.items()}
       print(f'--- {model}, {dtype}, batch {FLAGS.batch}, {FLAGS.rounds} '
             f'interleaved rounds of {FLAGS.steps} steps (medians)',
@@ -95,6 +103,11 @@ def main(argv):
       best = min(step[label] for label in gardens)
       print(f'  speed-up over the faster Model Garden: '
             f'{best / step["ours"]:.2f}x', flush=True)
+      rows.append((f'{NAMES.get(model, model)} step, {dtype}, batch '
+                   f'{FLAGS.batch}', f'{step["ours"]:.3f} s',
+                   f'Model Garden {best:.3f} s',
+                   f'**{best / step["ours"]:.2f}x** (>= 1.2)'))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':

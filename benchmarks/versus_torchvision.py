@@ -21,23 +21,24 @@ import statistics
 from absl import app
 from absl import flags
 
-from core import entry_point
+from benchmarks import common
 from benchmarks.common import matmul_peak
 from benchmarks.common import StepWorker
 from benchmarks.common import timed
 from benchmarks import ssd_step
+from core import entry_point
 
 FLAGS = flags.FLAGS
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = common.ROOT
 
 
 def main(argv):
   del argv
+  rows = []
   for dtype in FLAGS.dtypes:
     worker = StepWorker(
         FLAGS.torch_python,
-        [os.path.join(ROOT, 'tools', 'benchmarks', 'torchvision_ssd_worker.py'),
+        [os.path.join(ROOT, 'benchmarks', 'torchvision_ssd_worker.py'),
          f'--dtype={dtype}', f'--batch={FLAGS.batch}', f'--steps={FLAGS.steps}'],
         setup='make torch_venv')
     try:
@@ -65,6 +66,10 @@ def main(argv):
     print(f'  MFU {achieved / roof:.2f} ({achieved / 1e9:.0f} of '
           f'{roof / 1e9:.0f} GFLOP/s, 3 x {flops / 3e9:.1f} GFLOP forward)',
           flush=True)
+    rows.append((f'SSD300-ResNet34 step, {dtype}, batch {FLAGS.batch}',
+                 f'{step["ours"]:.2f} s', f'torchvision {step["torchvision"]:.2f} s',
+                 f'**{step["torchvision"] / step["ours"]:.2f}x** (>= 1.0)'))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':

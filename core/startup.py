@@ -5,7 +5,7 @@ programs of the tests).
 `import tensorflow` also imports all of Keras 3 when it is installed (it
 is: TensorFlow's wheel requires it), and Keras imports scikit-learn: 2.5 of
 the 6.5 CPU seconds an import takes on these machines
-(docs/benchmarks.md, "Start-up"). This suite never uses Keras, and every
+(docs/benchmarks-history.md, "Start-up"). This suite never uses Keras, and every
 run, worker, tool and test process pays it. `import_tensorflow` imports
 TensorFlow with Keras held back; Keras still loads the moment something
 asks for it (`tf.keras`, `import keras`, tensorflow-text).

@@ -188,7 +188,7 @@ def no_autograph(fn):
 
   tf.data converts its functions with AutoGraph, which converts every
   function they call; these pipelines branch only on Python values, and
-  converting them costs more than tracing them (docs/benchmarks.md,
+  converting them costs more than tracing them (docs/benchmarks-history.md,
   "Start-up")."""
   return tf.autograph.experimental.do_not_convert(fn)
 

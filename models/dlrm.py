@@ -43,7 +43,7 @@ def dot_interactions(features: tf.Tensor) -> tf.Tensor:
 
   The lower triangle is picked by a 0/1 matrix product, not a gather: the
   same values (each output is one product times 1 plus zeros), and its
-  gradient is a matrix product too instead of a scatter (docs/benchmarks.md,
+  gradient is a matrix product too instead of a scatter (docs/benchmarks-history.md,
   "DLRM")."""
   n = features.shape[1]
   products = tf.matmul(features, features, transpose_b=True)

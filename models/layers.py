@@ -87,7 +87,7 @@ def conv2d(x, kernel, stride: int):
   stride's subsample convolved at stride 1 (the same products and sums):
   TF 2.21's oneDNN filter gradient of the strided form corrupts the heap
   (an abort or a segfault, soon after) for such inputs on an even map at an
-  odd batch when ops run on 2 or more threads (docs/benchmarks.md, "A
+  odd batch when ops run on 2 or more threads (docs/benchmarks-history.md, "A
   oneDNN crash": a width-0.125 backbone's 8-channel projection shortcut at
   3 images a replica). The subsample costs 1.2-1.9x (float32) and
   1.3-2.7x (bfloat16) on ResNet-50's shortcuts on CPU, so wider inputs

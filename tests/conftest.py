@@ -28,7 +28,7 @@ def pytest_configure(config):
   # Processes started from here on (the xdist workers: this hook runs in
   # the controller before it starts them; the runs the tests start) keep
   # freed memory instead of handing it back to the kernel after every step
-  # and faulting it in again (docs/benchmarks.md, "glibc malloc": a
+  # and faulting it in again (docs/benchmarks-history.md, "glibc malloc": a
   # 2-replica ResNet-10 run's system time 7.4 s -> 3.0 s).
   for name, value in MALLOC_ENV.items():
     os.environ.setdefault(name, value)

@@ -73,7 +73,7 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
   # Traced as the Python it is: AutoGraph converts only the loops below, not
   # every function a step calls (the task's model, loss and eval, the
   # optimizer, the all-reduce), which cost more than the rest of tracing
-  # (docs/benchmarks.md, "Start-up"). Their loops are tf.while_loop already.
+  # (docs/benchmarks-history.md, "Start-up"). Their loops are tf.while_loop already.
   @tf.autograph.experimental.do_not_convert
   def replica_step(batch):
     ctx = tf.distribute.get_replica_context()

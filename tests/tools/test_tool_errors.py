@@ -83,6 +83,12 @@ CASES = {
     'benchmark flag missing': (
         'benchmarks.storage_faults', lambda t: ['--steps=4'],
         'error: --data_dir is required (--help lists the flags).'),
+    'benchmark peer environment missing': (
+        'benchmarks.versus_garden',
+        lambda t: [f'--garden_python={MISSING}/python', '--rounds=1',
+                   '--models=resnet50', '--dtypes=float32'],
+        'error: No environment at /nonexistent/input/python: run `make '
+        'garden_venv`.'),
     'benchmark checkpoint missing': (
         'benchmarks.decode', lambda t: [f'--checkpoint_dir={MISSING}'],
         'error: '),

@@ -17,7 +17,8 @@ from tests import helpers
 
 ABSL_ENTRY_POINTS = ['train.py', 'inference/run.py'] + sorted(
     os.path.relpath(p, helpers.ROOT)
-    for p in glob.glob(os.path.join(helpers.ROOT, 'tools', '*.py'))
+    for p in glob.glob(os.path.join(helpers.ROOT, 'tools', '**', '*.py'),
+                       recursive=True)
     if "if __name__ == '__main__':" in open(p).read() and
     'absl import app' in open(p).read())
 
@@ -94,10 +95,13 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
         path = m['module'].replace('.', '/') + '.py'
       else:
         path = m['script']
-      if not (path.startswith(('tools/', 'inference/')) or path == 'train.py'):
+      if not (path.startswith(('tools/', 'inference/', 'benchmarks/')) or
+              path == 'train.py'):
         continue
       if path.startswith('benchmarks/'):
-        continue  # Benchmarks load TensorFlow to define their flags.
+        # Benchmarks load TensorFlow to define their flags: the module only.
+        found.append((name, path, []))
+        continue
       mine = m['args'].split(' -- ')[0]  # After --: a command it runs.
       names = re.findall(r'(?:^|\s)--([a-z]\w*)(?=[=\s]|$)', mine)
       found.append((name, path, names))
