@@ -1,1 +1,2 @@
-"""tf.distribute strategy construction."""
+"""How a step is spread over devices: strategies, plans, meshes, gradient
+summation and weight-update sharding."""

@@ -7,7 +7,7 @@ storage reason (unreachable, timed out, throttled) is retried with backoff
 while training goes on; one line names it at the first failure and about
 once a minute after. The run learns of trouble at its next `check()` (every
 save and loop end): only when a write has stayed undone for the outage
-budget (training/storage.StorageOptions) does the run stop, with
+budget (core/storage.StorageOptions) does the run stop, with
 `faults.StorageUnavailable` naming the write, the storage error and the last
 durable checkpoint. A write that fails for another reason (permission, a
 bad path) stops the run at once with that error.

@@ -1,0 +1,2 @@
+"""What several data commands write or read: click records, gettext
+catalogs."""
