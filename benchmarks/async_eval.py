@@ -109,6 +109,13 @@ def main(argv):
           f'{first}), eval_start to eval_stop {evals:.1f} s in all '
           f'({evals / seconds:.0%} of its time to train); the same last '
           f'eval (epoch, quality) as {first}: {same}')
+  print(common.page_rows([
+      (f'evaluation, {name}', f'{seconds:.1f} s to train ({evals / seconds:.0%} '
+       'evaluating)', f'{first} {base:.1f} s', f'{seconds / base:.2f}x')
+      for name, seconds, evals in (
+          (n, statistics.median(o['seconds'] for o in outs),
+           statistics.median(sum(o['eval_seconds']) for o in outs))
+          for n, outs in results.items()) if name != first]))
 
 
 if __name__ == '__main__':

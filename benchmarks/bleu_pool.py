@@ -19,6 +19,7 @@ import numpy as np
 from absl import app
 from absl import flags
 
+from benchmarks import common
 from core import entry_point
 from models import bleu
 
@@ -80,6 +81,13 @@ def main(argv):
     median = statistics.median(times[p])
     print(f'processes {p}: {median:.3f} s (median of {FLAGS.rounds}), '
           f'{base / median:.2f}x of processes {counts[0]}')
+  print(common.page_rows([
+      (f'BLEU of {FLAGS.pairs:,} pairs, {p} processes',
+       f'{statistics.median(times[p]):.3f} s',
+       (f'{counts[0]} processes' if counts[0] else 'in this process') +
+       f' {base:.3f} s',
+       f'{base / statistics.median(times[p]):.2f}x, bit for bit')
+      for p in counts[1:]]))
 
 
 if __name__ == '__main__':

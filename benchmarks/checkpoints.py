@@ -106,6 +106,16 @@ def main(argv):
     for name, seconds in checks.items():
       print(f'  {name:28s} {seconds:.3f} s')
     print(f'  per file: {checks["every file"] / FLAGS.files * 1e3:.2f} ms')
+    ours, manager = saves['Checkpointer.save'], saves['CheckpointManager.save']
+    mine, plain = (restores['Checkpointer.restore_latest'],
+                   restores['Checkpoint.restore'])
+    print(common.page_rows([
+        (f'checkpoint save, {size / 1e6:.0f} MB', f'{ours:.3f} s',
+         f'`tf.train.CheckpointManager` {manager:.3f} s',
+         f'**{ours / manager:.2f}** (<= 1.10)'),
+        ('checkpoint restore', f'{mine:.3f} s',
+         f'plain `tf.train.Checkpoint.restore` {plain:.3f} s',
+         f'**{mine / plain:.2f}** (<= 1.10)')]))
   finally:
     shutil.rmtree(work)
 

@@ -99,14 +99,17 @@ def interleaved_runs(variants: dict, rounds: int, run) -> dict:
   return results
 
 
-def print_median_ratios(before: list, after: list, keys) -> None:
+def print_median_ratios(before: list, after: list, keys) -> dict:
   """One line a key: the median seconds of `before`'s and `after`'s runs
-  (dicts of figures) and their ratio."""
+  (dicts of figures) and their ratio; returns {key: (before, after)}."""
   width = max(len(k) for k in keys) + 1
+  medians = {}
   for key in keys:
     a = statistics.median(run[key] for run in before)
     b = statistics.median(run[key] for run in after)
     print(f'  {key:{width}s} {a:7.1f} s  {b:7.1f} s  {a / b:5.2f}x')
+    medians[key] = (a, b)
+  return medians
 
 
 def collective_ops(graph) -> int:

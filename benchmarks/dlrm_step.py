@@ -35,6 +35,7 @@ hosts of a v4-128.
 import argparse
 import sys
 
+from benchmarks import common
 from core import startup
 
 
@@ -100,6 +101,7 @@ def measure_input(tf, args) -> int:
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).batch(
           args.batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
   batches = max(args.steps, 5)
+  rates = {}
   for name, ds in (('a batch at a time', batched),
                    ('an example at a time', per_example)):
     iterator = iter(ds)
@@ -107,14 +109,19 @@ def measure_input(tf, args) -> int:
     start = time.perf_counter()
     for _ in range(batches):
       next(iterator)
-    rate = batches * args.batch / (time.perf_counter() - start)
-    print(f'  parsed {name:22s} {rate:12,.0f} examples/s')
+    rates[name] = batches * args.batch / (time.perf_counter() - start)
+    print(f'  parsed {name:22s} {rates[name]:12,.0f} examples/s')
+  batch_rate, example_rate = rates.values()
+  print(common.page_rows([(
+      f'input, a batch parsed at once, batch {args.batch:,}',
+      f'{batch_rate:,.0f} examples/s',
+      f'an example at a time {example_rate:,.0f}',
+      f'{batch_rate / example_rate:.2f}x')]))
   return 0
 
 
 def measure_garden(tf, args) -> int:
   import os  # pylint: disable=import-outside-toplevel
-  from benchmarks import common  # pylint: disable=import-outside-toplevel
   from distribution import plan as plan_lib  # pylint: disable=import-outside-toplevel
   root = common.ROOT
   ours, _ = build_and_loop(tf, plan=plan_lib.PlanOptions().make(
@@ -162,7 +169,6 @@ def main(argv=None) -> int:
     return measure_input(tf, args)
   if args.measure == 'garden':
     return measure_garden(tf, args)
-  from benchmarks import common
   from distribution import plan as plan_lib  # pylint: disable=import-outside-toplevel
   from distribution import strategy as strategies
 
@@ -211,6 +217,14 @@ def main(argv=None) -> int:
         line += (f'  lookup collectives a replica: {tables[0]:,} ids, '
                  f'{tables[1]:,} values')
     print(line)
+  what = ('sparse update' if args.measure == 'sparse' else
+          'a 1,000,000-row table sharded over 4 replicas')
+  print(common.page_rows([
+      (f'{what}, {name}, batch {args.batch:,}',
+       f'{medians[name] / args.steps * 1000:.2f} ms',
+       f'{base} {medians[base] / args.steps * 1000:.2f} ms',
+       f'{medians[name] / medians[base]:.2f}x')
+      for name in medians if name != base]))
   return 0
 
 

@@ -31,6 +31,7 @@ from absl import flags
 import gin
 import numpy as np
 
+from benchmarks import common
 from core import entry_point
 from inference import audit
 from inference import backend as backends
@@ -97,6 +98,9 @@ def main(argv):
   print(f'(a) Offline {med["offline f32"]:.0f} samples/s vs direct '
         f'{med["direct f32"]:.0f}: {med["offline f32"] / med["direct f32"]:.3f}'
         ' (target >= 0.98)')
+  rows = [('Offline through LoadGen', f'{med["offline f32"]:,.0f} samples/s',
+           f'the backend directly, batched, {med["direct f32"]:,.0f}',
+           f'**{med["offline f32"] / med["direct f32"]:.3f}** (>= 0.98)')]
 
   for workers in FLAGS.server_workers if 'b' in FLAGS.figures else ():
     # The denominator is the better Offline: 1 worker or this many.
@@ -122,6 +126,10 @@ def main(argv):
     print(f'(b) Server, {workers} worker(s), p99 <= {FLAGS.server_latency_ms} '
           f'ms: highest VALID {best or 0:.1f} QPS = {(best or 0) / offline:.3f}'
           f' of Offline {offline:.1f} (target >= 0.7) [{history}]', flush=True)
+    rows.append((f'Server peak at p99 <= {FLAGS.server_latency_ms} ms, '
+                 f'{workers} worker(s)', f'{best or 0:.1f} QPS',
+                 f'the best Offline {offline:.1f} samples/s',
+                 f'**{(best or 0) / offline:.3f}** (>= 0.7)'))
 
   if 'c' in FLAGS.figures:
     own, harness, noop = [], [], []
@@ -137,6 +145,11 @@ def main(argv):
           f'{p90_own / 1e6:.3f} ms: {p90_lg / p90_own:.3f} (target <= 1.03); '
           f'no-op backend p90 {statistics.median(noop) / 1e6:.4f} ms '
           '(target <= 0.1 ms)')
+    rows += [('SingleStream p90', f'{p90_lg / 1e6:.2f} ms',
+              f"the backend's own p90 {p90_own / 1e6:.2f} ms",
+              f'**{p90_lg / p90_own:.3f}** (<= 1.03)'),
+             ('per-query overhead, no-op backend',
+              f'{statistics.median(noop) / 1e6:.3f} ms', '', '(<= 0.1 ms)')]
 
   if 'd' in FLAGS.figures:
     quality = {d: lg_run(be[d], 'Offline', mode='accuracy').quality
@@ -146,6 +159,11 @@ def main(argv):
           f'{quality["float32"]:.4f}, bfloat16 {quality["bfloat16"]:.4f} '
           f'({quality["bfloat16"] / max(quality["float32"], 1e-9):.4f} of '
           'float32; rules: >= 0.99)')
+    speed = med['offline bf16'] / med['offline f32']
+    kept = quality['bfloat16'] / max(quality['float32'], 1e-9)
+    rows.append(('bfloat16', f'Offline {speed:.2f}x float32',
+                 f'quality {kept:.3f} of float32', '(>= 0.99)'))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':

@@ -70,8 +70,13 @@ def main(argv):
   (_, plain), (_, tuned) = results.items()
   print(f'{FLAGS.replicas} replicas, ResNet-{FLAGS.depth}, {FLAGS.steps} '
         f'steps, {FLAGS.rounds} rounds; medians (defaults / tuned):')
-  common.print_median_ratios(plain, tuned,
-                             ('wall', 'user', 'sys', 'time to train'))
+  medians = common.print_median_ratios(
+      plain, tuned, ('wall', 'user', 'sys', 'time to train'))
+  print(common.page_rows([
+      (f'glibc malloc settings (the Makefile\'s), {FLAGS.steps} steps, {what}',
+       f'{medians[key][1]:.1f} s', f"glibc's defaults {medians[key][0]:.1f} s",
+       f'{medians[key][0] / medians[key][1]:.2f}x')
+      for what, key in (('process wall', 'wall'), ('system', 'sys'))]))
 
 
 if __name__ == '__main__':

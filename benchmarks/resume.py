@@ -107,7 +107,9 @@ def time_to_first_batch(data_dir: str, start_step: int) -> float:
   return time.time() - began
 
 
-def positioning(data_dir: str, steps, rounds: int) -> None:
+def positioning(data_dir: str, steps, rounds: int) -> tuple:
+  """Prints the time to the first batch at each step; returns the last
+  step's median and the first's."""
   times = {s: [] for s in steps}
   for _ in range(rounds):
     for s in steps:
@@ -117,12 +119,18 @@ def positioning(data_dir: str, steps, rounds: int) -> None:
     m = statistics.median(times[s])
     print(f'input positioned at step {s:6d}: first batch after {m:.3f} s '
           f'({m / base:.2f}x step {steps[0]})')
+  return m, base
 
 
 def main(argv):
   del argv
-  positioning(FLAGS.data_dir, [20, 2000, 20000, 200000], FLAGS.rounds)
+  late_input, early_input = positioning(
+      FLAGS.data_dir, [20, 2000, 20000, 200000], FLAGS.rounds)
+  rows = [('input positioned at step 200,000', f'{late_input:.3f} s',
+           f'at step 20: {early_input:.3f} s',
+           f'**{late_input / early_input:.2f}** (flat)')]
   if FLAGS.positions_only:
+    print(common.page_rows(rows))
     return
   work = tempfile.mkdtemp(prefix='resume_bench_')
   late, early, spl = FLAGS.late_step, FLAGS.early_step, FLAGS.steps_per_loop
@@ -143,6 +151,11 @@ def main(argv):
           f'{", ".join(f"{v:.2f}" for v in values)})')
   print(f'ratio late / early: {medians[late] / medians[early]:.3f} '
         '(target <= 1.5)')
+  rows.insert(0, (f'resume at step {late:,}: time to the first loop',
+                  f'{medians[late]:.2f} s',
+                  f'resumed at step {early}: {medians[early]:.2f} s',
+                  f'**{medians[late] / medians[early]:.2f}** (<= 1.5)'))
+  print(common.page_rows(rows))
   shutil.rmtree(work, ignore_errors=True)
 
 

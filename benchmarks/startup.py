@@ -98,9 +98,16 @@ def main(argv):
   print(f'{" ".join(FLAGS.gin_file)}, {FLAGS.steps} steps, {FLAGS.rounds} '
         f'rounds, final loss {results["after"][0]["loss"]} in every run; '
         'medians (before / after):')
-  common.print_median_ratios(
+  medians = common.print_median_ratios(
       results['before'], results['after'],
       ('wall', 'cpu', 'to init_start', 'init to run_start', 'training'))
+  print(common.page_rows([
+      (f'{what}, {FLAGS.steps} steps', f'{medians[key][1]:.1f} s',
+       f'plain `import tensorflow`, AutoGraph everywhere '
+       f'{medians[key][0]:.1f} s', f'{medians[key][0] / medians[key][1]:.2f}x')
+      for what, key in (('start to `init_start` (imports)', 'to init_start'),
+                        ('`init_start` to `run_start` (build, compile)',
+                         'init to run_start'))]))
 
 
 if __name__ == '__main__':

@@ -55,6 +55,7 @@ def main(argv):
                          'the heap at odd batches below 16 channels.')
   print(f'batch {FLAGS.batch}, {FLAGS.dtype}, {FLAGS.rounds} rounds; '
         'median ms of forward + both gradients')
+  rows = []
   for height, cin, cout in SHAPES:
     runners = {form: step(form, FLAGS.batch, height, cin, cout, FLAGS.dtype)
                for form in ('strided', 'subsample')}
@@ -63,6 +64,12 @@ def main(argv):
           f'{med["strided"] * 1e3:8.2f}  subsample '
           f'{med["subsample"] * 1e3:8.2f}  subsample/strided '
           f'{med["subsample"] / med["strided"]:.2f}', flush=True)
+    rows.append((f'strided 1x1 gradient as a subsample, {height}x{height}x'
+                 f'{cin} -> {cout}, {FLAGS.dtype}',
+                 f'{med["subsample"] * 1e3:.1f} ms',
+                 f'the strided form {med["strided"] * 1e3:.1f} ms',
+                 f'{med["subsample"] / med["strided"]:.2f}x'))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':

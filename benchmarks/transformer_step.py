@@ -21,6 +21,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import common
 from benchmarks.common import interleaved_medians
 from benchmarks.common import matmul_peak
 from core import entry_point
@@ -90,6 +91,7 @@ def decoder(model, decoder_name: str, batch: int):
 def main(argv):
   del argv
   batch, steps, rounds = FLAGS.batch, FLAGS.steps, FLAGS.rounds
+  rows = []
   for dtype in FLAGS.dtypes:
     our_run, model = ours(dtype, batch, steps)
     our_run()  # Compile.
@@ -102,6 +104,10 @@ def main(argv):
           f'{batch}, {rounds} interleaved rounds of {steps} steps (medians)')
     print(f'  ours {t:.3f} s/step  MFU {flops / t / peak:.3f}  '
           f'({flops / t / 1e9:.0f} GFLOP/s of {peak / 1e9:.0f})')
+    rows.append((f'MFU, {dtype}, batch {batch}',
+                 f'{flops / t / peak:.2f} ({t:.3f} s a step)',
+                 f'a 4096^2 matmul of the same dtype, '
+                 f'{peak / 1e9:.0f} GFLOP/s', '(>= 0.7)'))
     tokens = {}
     runners = {}
     for name in ('beam', 'greedy'):
@@ -113,6 +119,7 @@ def main(argv):
       print(f'  {name:6s} decode: {tokens[name]} tokens in {med[name]:.2f} s'
             f' = {tokens[name] / med[name]:.0f} tokens/s ({batch} sentences'
             f'{", 4 hypotheses each" if name == "beam" else ""})')
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':
