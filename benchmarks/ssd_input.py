@@ -73,6 +73,9 @@ def images_per_second(dataset, batches: int) -> float:
 
 def main(argv):
   del argv
+  if FLAGS.images < BATCH:
+    raise app.UsageError(f'--images={FLAGS.images}: give at least a batch '
+                         f'({BATCH}).')
   root = tempfile.mkdtemp()
   path = write_coco(root, FLAGS.images)
   for split in ('train', 'val'):
