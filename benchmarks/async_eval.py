@@ -110,7 +110,8 @@ def main(argv):
           f'({evals / seconds:.0%} of its time to train); the same last '
           f'eval (epoch, quality) as {first}: {same}')
   print(common.page_rows([
-      (f'evaluation, {name}', f'{seconds:.1f} s to train ({evals / seconds:.0%} '
+      (f'evaluation, {name}, {os.path.basename(FLAGS.gin_file)}',
+       f'{seconds:.1f} s to train ({evals / seconds:.0%} '
        'evaluating)', f'{first} {base:.1f} s', f'{seconds / base:.2f}x')
       for name, seconds, evals in (
           (n, statistics.median(o['seconds'] for o in outs),

@@ -161,7 +161,7 @@ def main(argv):
     print(f'  matmul 4096^2 {dtype}: {peak / 1e9:.0f} GFLOP/s')
     print(f'  speed-up vs Keras: {med["keras 3 layers + fit"] / med["ours"]:.2f}x')
     keras = med['keras 3 layers + fit']
-    rows.append((f'BERT-base step, {dtype}, batch {batch}',
+    rows.append((f'training step, BERT-base, {dtype}, batch {batch}',
                  f'{med["ours"] / steps:.3f} s, MFU '
                  f'{flops / (med["ours"] / steps) / peak:.2f}',
                  f'Keras fit {keras / steps:.3f} s',

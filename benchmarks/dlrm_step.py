@@ -148,7 +148,7 @@ def measure_garden(tf, args) -> int:
   print(f'  ours / Model Garden speed: '
         f'{medians["Model Garden"] / medians["ours"]:.2f}x')
   print(common.page_rows([(
-      f'DLRM step, float32, batch {args.batch}',
+      f'training step, DLRM, float32, batch {args.batch:,}',
       f'{medians["ours"] / args.steps * 1000:.2f} ms',
       f'Model Garden {medians["Model Garden"] / args.steps * 1000:.2f} ms',
       f'**{medians["Model Garden"] / medians["ours"]:.2f}x** (>= 1.0)')]))

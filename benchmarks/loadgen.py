@@ -126,7 +126,7 @@ def main(argv):
     print(f'(b) Server, {workers} worker(s), p99 <= {FLAGS.server_latency_ms} '
           f'ms: highest VALID {best or 0:.1f} QPS = {(best or 0) / offline:.3f}'
           f' of Offline {offline:.1f} (target >= 0.7) [{history}]', flush=True)
-    rows.append((f'Server peak at p99 <= {FLAGS.server_latency_ms} ms, '
+    rows.append((f'Server peak at p99 <= {FLAGS.server_latency_ms:g} ms, '
                  f'{workers} worker(s)', f'{best or 0:.1f} QPS',
                  f'the best Offline {offline:.1f} samples/s',
                  f'**{(best or 0) / offline:.3f}** (>= 0.7)'))

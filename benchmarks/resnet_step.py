@@ -106,7 +106,7 @@ def main(argv):
     print(f'  matmul 4096^2 {dtype}: {peak / 1e9:.0f} GFLOP/s')
     print(f'  speed-up vs best Keras: {keras_best / step_time["ours"]:.2f}x')
     print(f'  our MFU: {train_flops / step_time["ours"] / peak:.3f}')
-    rows.append((f'ResNet-50 step, {dtype}, batch {batch}',
+    rows.append((f'training step, ResNet-50, {dtype}, batch {batch}',
                  f'{step_time["ours"]:.3f} s, MFU '
                  f'{train_flops / step_time["ours"] / peak:.2f}',
                  f'Keras fit {keras_best:.3f} s',

@@ -66,7 +66,8 @@ def main(argv):
     print(f'  MFU {achieved / roof:.2f} ({achieved / 1e9:.0f} of '
           f'{roof / 1e9:.0f} GFLOP/s, 3 x {flops / 3e9:.1f} GFLOP forward)',
           flush=True)
-    rows.append((f'SSD300-ResNet34 step, {dtype}, batch {FLAGS.batch}',
+    rows.append((f'training step, SSD300-ResNet34, {dtype}, batch '
+                 f'{FLAGS.batch}',
                  f'{step["ours"]:.2f} s', f'torchvision {step["torchvision"]:.2f} s',
                  f'**{step["torchvision"] / step["ours"]:.2f}x** (>= 1.0)'))
   print(common.page_rows(rows))
