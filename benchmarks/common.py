@@ -15,8 +15,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 PAGE = 'docs/benchmarks.md'
 
 
