@@ -339,3 +339,56 @@ class GoogleDlrmV07:
             'decay_steps': self.decay_steps,
             'decay_start_step': self.decay_start_step,
             'warmup_steps': self.warmup_steps}
+
+
+class GoogleGnmtV07:
+  """Google's MLPerf v0.7 GNMT schedule (model.py
+  `_get_learning_rate_warmup` with `warmup_scheme='t2t'`, then
+  `_get_learning_rate_decay`): the rate starts 100 times smaller and grows
+  geometrically to `base` over `warmup_steps`; from `decay_start_step` it
+  halves (x `decay_factor`) every `decay_interval` steps, `decay_count`
+  times. In float32, in their order of operations:
+
+    f = exp(ln(0.01) / warmup);  warm(s) = base x f^(warmup - s)
+    decay(s) = max(base x factor^floor((s - start) / interval),
+                   base x factor^count)
+    lr(s) = warm(s) if s < warmup; decay(s) if s >= start; else base
+  """
+
+  def __init__(self, *, base: float, warmup_steps: int, decay_start_step: int,
+               decay_interval: int, decay_count: int,
+               decay_factor: float = 0.5, steps_per_epoch: float = 0.0,
+               total_steps: int = 0):
+    del steps_per_epoch, total_steps  # Google's steps are absolute.
+    if warmup_steps < 1 or decay_interval < 1:
+      raise ValueError(
+          f'GoogleGnmtV07 needs `warmup_steps` ({warmup_steps}) and '
+          f'`decay_interval` ({decay_interval}) of at least 1 step.')
+    if decay_start_step < warmup_steps:
+      raise ValueError(
+          f'`decay_start_step` ({decay_start_step}) comes before the warmup '
+          f'ends ({warmup_steps}).')
+    self.base, self.warmup_steps = base, warmup_steps
+    self.decay_start_step, self.decay_interval = decay_start_step, decay_interval
+    self.decay_count, self.decay_factor = decay_count, decay_factor
+
+  def __call__(self, step):
+    base = tf.constant(self.base, tf.float32)
+    step = tf.cast(step, tf.int64)
+    factor = tf.exp(tf.math.log(tf.constant(0.01)) / self.warmup_steps)
+    warm = base * factor**tf.cast(self.warmup_steps - step, tf.float32)
+    done = tf.cast(step - self.decay_start_step, tf.float32)
+    decay_factor = tf.constant(self.decay_factor, tf.float32)
+    decay = tf.maximum(
+        base * decay_factor**tf.floor(done / float(self.decay_interval)),
+        base * decay_factor**float(self.decay_count))
+    return tf.where(step < self.warmup_steps, warm,
+                    tf.where(step < self.decay_start_step, base, decay))
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base, 'warmup_scheme': 't2t',
+            'warmup_steps': self.warmup_steps,
+            'remain_steps': self.decay_start_step,
+            'decay_interval': self.decay_interval,
+            'decay_factor': self.decay_factor,
+            'decay_steps': self.decay_count}

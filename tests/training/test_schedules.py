@@ -58,3 +58,41 @@ def test_adam_matches_numpy():
     m, s = 0.9 * m + 0.1 * g, 0.99 * s + 0.01 * g * g
     w = w - 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(s / (1 - 0.99**t)) + 1e-8)
   np.testing.assert_allclose(v.numpy(), w, rtol=1e-6)
+
+
+def google_gnmt_lr(step, *, base=0.0045, warmup=150, start=1924,
+                   interval=241, count=4, factor=0.5):
+  """Google's v0.7 GNMT learning rate (model.py), op by op in float32."""
+  f32 = np.float32
+  lr = f32(base)
+  if step < warmup:
+    warmup_factor = np.exp(np.log(f32(0.01)) / f32(warmup))
+    return lr * warmup_factor**f32(warmup - step)
+  if step < start:
+    return lr
+  # tf.train.exponential_decay(staircase=True), then the floor of the decays.
+  p = np.floor(f32(step - start) / f32(interval))
+  return max(lr * f32(factor)**p, lr * f32(factor)**f32(count))
+
+
+def test_google_gnmt_schedule_is_their_sequence():
+  lr = schedules.GoogleGnmtV07(base=0.0045, warmup_steps=150,
+                               decay_start_step=1924, decay_interval=241,
+                               decay_count=4)
+  steps = [0, 1, 75, 149, 150, 1000, 1923, 1924, 2164, 2165, 2406, 2888,
+           2889, 3000, 10000]
+  got = [float(lr(s)) for s in steps]
+  want = [google_gnmt_lr(s) for s in steps]
+  # The warm-up is a float32 power up to 150: NumPy's and TensorFlow's exp,
+  # log and pow kernels differ in the last bits, and the power magnifies it.
+  np.testing.assert_allclose(got[:4], want[:4], rtol=2e-5)
+  # After it, powers of 0.5 of a float32: exact.
+  assert got[4:] == [float(w) for w in want[4:]]
+  assert got[0] == pytest.approx(0.0045 * 0.01, rel=1e-5)  # 100x smaller.
+  assert got[4] == got[6] == got[7] == pytest.approx(0.0045)
+  assert got[9] == pytest.approx(0.0045 / 2)  # The first halving, at 2165.
+  assert got[-1] == pytest.approx(0.0045 / 16)  # Four halvings at most.
+  assert lr.describe()['remain_steps'] == 1924
+  with pytest.raises(ValueError, match='before the warmup'):
+    schedules.GoogleGnmtV07(base=1, warmup_steps=10, decay_start_step=5,
+                            decay_interval=3, decay_count=4)
