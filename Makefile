@@ -3,8 +3,8 @@ VENV ?= .venv
 
 # glibc malloc keeps freed memory instead of returning it to the kernel after
 # every step and faulting it back in (mallopt(3); a CPU run's system time
-# drops by more than half: docs/benchmarks-history.md, "glibc malloc"). tests/conftest.py
-# sets the same for the test processes.
+# drops by more than half: docs/benchmarks-history.md, "glibc malloc").
+# tests/conftest.py sets the same for the test processes.
 export MALLOC_TRIM_THRESHOLD_ ?= 4294967296
 export MALLOC_TOP_PAD_ ?= 268435456
 PY := $(VENV)/bin/python

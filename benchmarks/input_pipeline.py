@@ -117,13 +117,15 @@ def main(argv):
     raw = med['raw decode_and_crop_jpeg']
     for k, v in med.items():
       print(f'  {k:26s} {v:8.1f} images/s  ({v / raw:.3f} of raw decode)')
-    names = {'ours, cache=raw': 'input pipeline, raw-record cache (the default)',
-             'ours, cache=decoded': 'input pipeline, decoded cache (the pod '
-                                    'configs)'}
+    names = {
+        'ours, cache=raw': 'input pipeline, raw-record cache (the default)',
+        'ours, cache=decoded': 'input pipeline, decoded cache (the pod '
+                               'configs)'}
     print(common.page_rows([
         (names[k], f'{v:,.0f} images/s',
          f'raw `decode_and_crop_jpeg` {raw:,.0f} images/s',
-         f'**{v / raw:.2f}** (>= 0.90)') for k, v in med.items() if k in names]))
+         f'**{v / raw:.2f}** (>= 0.90)')
+        for k, v in med.items() if k in names]))
 
 
 if __name__ == '__main__':

@@ -68,7 +68,8 @@ def main(argv):
           flush=True)
     rows.append((f'training step, SSD300-ResNet34, {dtype}, batch '
                  f'{FLAGS.batch}',
-                 f'{step["ours"]:.2f} s', f'torchvision {step["torchvision"]:.2f} s',
+                 f'{step["ours"]:.2f} s',
+                 f'torchvision {step["torchvision"]:.2f} s',
                  f'**{step["torchvision"] / step["ours"]:.2f}x** (>= 1.0)'))
   print(common.page_rows(rows))
 

@@ -11,9 +11,9 @@ COCO 2017 is Google's CLASS_MAP.
 Training, as Google's v0.7 `dataloader.py`: images without boxes are left
 out; the SSD random crop (below), a horizontal flip with probability 1/2,
 colour jitter (brightness 0.125, contrast 0.5, saturation 0.5, hue 0.05, in
-that order), and the targets of input_pipeline/ssd_boxes.py. Crowd boxes are boxes
-like any other there (Google's loader ignores `is_crowd`, as the MLCommons
-reference does); the COCO evaluation treats them as crowds. Randomness is
+that order), and the targets of input_pipeline/ssd_boxes.py. Crowd boxes
+are boxes like any other there (Google's loader ignores `is_crowd`, as the
+MLCommons reference does); the COCO evaluation treats them as crowds. Randomness is
 stateless, keyed by (seed, host, epoch, index) as the ImageNet pipeline's.
 
 Eval: the whole image resized to the model's size (TF1's `resize_images`,

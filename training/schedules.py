@@ -369,7 +369,8 @@ class GoogleGnmtV07:
           f'`decay_start_step` ({decay_start_step}) comes before the warmup '
           f'ends ({warmup_steps}).')
     self.base, self.warmup_steps = base, warmup_steps
-    self.decay_start_step, self.decay_interval = decay_start_step, decay_interval
+    self.decay_start_step = decay_start_step
+    self.decay_interval = decay_interval
     self.decay_count, self.decay_factor = decay_count, decay_factor
 
   def __call__(self, step):
