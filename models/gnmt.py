@@ -1,0 +1,89 @@
+"""GNMT (MLPerf Training v0.7's recurrent translation model): the cells.
+
+The pieces of Google's v0.7 TPU implementation
+(mlcommons/training_results_v0.7, Google/benchmarks/gnmt/implementations/
+gnmt-research-TF-tpu-*/model.py), written as plain functions of tensors so
+the model (issue 46, next) composes them and the tests check each against
+a NumPy version of their sequence:
+- `lstm_step`: their `lstm_cell_gate` + `lstm_cell_split`: the gates of
+  x W_x + h W_h + b split as (i, j, f, o), forget bias 0, both state
+  halves multiplied by the step's padding mask;
+- `normalized_bahdanau`: their `attention` (GNMT v2's normalized
+  Bahdanau): score = sum(g v / |v| tanh(keys + h W_q + b)), -inf past the
+  source length, softmax over source positions, context = alignments x
+  encoder outputs;
+- `label_smoothed_sum`: their `softmax_cross_entropy` on one-hot labels of
+  1 - s and s / (V - 1), summed over every position (padding included:
+  a padded position's output is zeroed before the projection, so its loss
+  is the constant log V and its gradient zero), not divided by tokens.
+Time-major as theirs: [time, batch, ...].
+"""
+
+import tensorflow as tf
+
+
+def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
+  """One LSTM step given the input's share of the gates (x W_x, computed
+  for all steps at once).
+
+  Args:
+    gate_inputs: [batch, 4 units], x W_x for this step.
+    h, c: [batch, units], the previous state.
+    kernel: [units, 4 units], W_h; bias: [4 units].
+    padding: [batch], 1 where this step is inside the sequence, else 0
+      (the state is zeroed there, as theirs).
+
+  Returns:
+    (h', c').
+  """
+  gates = tf.nn.bias_add(tf.matmul(h, kernel) + gate_inputs, bias)
+  i, j, f, o = tf.split(gates, 4, axis=1)
+  new_c = c * tf.sigmoid(f) + tf.sigmoid(i) * tf.tanh(j)
+  new_h = tf.tanh(new_c) * tf.sigmoid(o)
+  if padding is not None:
+    mask = tf.expand_dims(tf.cast(padding, new_c.dtype), 1)
+    new_c, new_h = new_c * mask, new_h * mask
+  return new_h, new_c
+
+
+def normalized_bahdanau(h, keys, values, source_mask, query_kernel, v, g, b):
+  """Attention of the decoder's first layer over the encoder outputs.
+
+  Args:
+    h: [batch, units], the attention LSTM's new output.
+    keys: [source time, batch, units], encoder outputs x memory kernel.
+    values: [source time, batch, units], the encoder outputs.
+    source_mask: [batch, source time], 1 inside the source.
+    query_kernel: [units, units]; v: [units]; g: a scalar; b: [units].
+
+  Returns:
+    (context [batch, units], alignments [batch, source time]).
+  """
+  query = tf.expand_dims(tf.matmul(h, query_kernel), 0)
+  normed_v = g * v * tf.math.rsqrt(tf.reduce_sum(tf.square(v)))
+  score = tf.transpose(tf.reduce_sum(normed_v * tf.tanh(keys + query + b), 2))
+  score = tf.where(source_mask > 0.5, score,
+                   tf.fill(tf.shape(score), tf.constant(-float('inf'),
+                                                        score.dtype)))
+  alignments = tf.nn.softmax(score)
+  context = tf.reduce_sum(
+      tf.expand_dims(tf.transpose(alignments), 2) * values, 0)
+  return context, alignments
+
+
+def label_smoothed_sum(logits, targets, smoothing: float):
+  """Their training loss: label-smoothed cross-entropy summed over every
+  position.
+
+  Args:
+    logits: [positions, vocabulary].
+    targets: [positions] integer ids.
+    smoothing: the label smoothing (MLPerf GNMT: 0.1).
+  """
+  vocab = logits.shape[-1]
+  labels = tf.one_hot(tf.cast(targets, tf.int32), vocab, 1.0 - smoothing,
+                      smoothing / (vocab - 1), dtype=logits.dtype)
+  # Theirs is log(sum(exp(logits))), which overflows past logits of ~88 in
+  # float32; the max-shifted form is the same value where theirs is finite.
+  log_sum_exp = tf.reduce_logsumexp(logits, -1)
+  return tf.reduce_sum(log_sum_exp - tf.reduce_sum(logits * labels, -1))

@@ -1,0 +1,74 @@
+"""GNMT's cells against NumPy versions of Google's v0.7 sequence (model.py:
+lstm_cell_gate + lstm_cell_split, attention, softmax_cross_entropy)."""
+
+import numpy as np
+import tensorflow as tf
+
+from models import gnmt
+
+
+def sigmoid(x):
+  return 1 / (1 + np.exp(-x))
+
+
+def test_lstm_step_is_their_cell_with_forget_bias_zero_and_padding():
+  rng = np.random.default_rng(0)
+  batch, units = 3, 4
+  x_w = rng.normal(size=(batch, 4 * units)).astype(np.float32)
+  h, c = (rng.normal(size=(batch, units)).astype(np.float32) for _ in '12')
+  kernel = rng.normal(size=(units, 4 * units)).astype(np.float32)
+  bias = rng.normal(size=4 * units).astype(np.float32)
+  padding = np.array([1, 0, 1], np.float32)
+  got_h, got_c = gnmt.lstm_step(x_w, h, c, kernel, bias, padding)
+  # Theirs: gates = h W + x W_x + b; i, j, f, o = split; no forget bias.
+  gates = h @ kernel + x_w + bias
+  i, j, f, o = np.split(gates, 4, axis=1)
+  want_c = (c * sigmoid(f) + sigmoid(i) * np.tanh(j)) * padding[:, None]
+  want_h = np.tanh(c * sigmoid(f) + sigmoid(i) * np.tanh(j)) * sigmoid(o)
+  want_h *= padding[:, None]
+  np.testing.assert_allclose(got_c, want_c, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got_h, want_h, rtol=1e-5, atol=1e-6)
+  assert not np.any(got_h.numpy()[1]) and not np.any(got_c.numpy()[1])
+
+
+def test_normalized_bahdanau_is_their_attention():
+  rng = np.random.default_rng(1)
+  time, batch, units = 5, 2, 3
+  h = rng.normal(size=(batch, units)).astype(np.float32)
+  keys = rng.normal(size=(time, batch, units)).astype(np.float32)
+  values = rng.normal(size=(time, batch, units)).astype(np.float32)
+  mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.float32)
+  query_kernel = rng.normal(size=(units, units)).astype(np.float32)
+  v = rng.normal(size=units).astype(np.float32)
+  b = rng.normal(size=units).astype(np.float32)
+  g = np.float32(np.sqrt(1 / units))  # Their initial value.
+  context, alignments = gnmt.normalized_bahdanau(
+      h, keys, values, mask, query_kernel, v, g, b)
+  normed_v = g * v / np.sqrt(np.sum(v**2))
+  score = np.sum(normed_v * np.tanh(keys + (h @ query_kernel)[None] + b),
+                 2).T
+  score = np.where(mask > 0.5, score, -np.inf)
+  want = np.exp(score - score.max(1, keepdims=True))
+  want /= want.sum(1, keepdims=True)
+  np.testing.assert_allclose(alignments, want, rtol=1e-5, atol=1e-7)
+  assert np.all(alignments.numpy()[0, 3:] == 0)  # Past the source: none.
+  np.testing.assert_allclose(
+      context, np.einsum('bt,tbu->bu', want, values), rtol=1e-5, atol=1e-6)
+
+
+def test_label_smoothed_sum_is_their_loss_padding_included():
+  rng = np.random.default_rng(2)
+  vocab, smoothing = 7, 0.1
+  logits = rng.normal(size=(4, vocab)).astype(np.float32)
+  logits[3] = 0.0  # A padded position: its output was zeroed.
+  targets = np.array([1, 6, 0, 0])
+  labels = np.full((4, vocab), smoothing / (vocab - 1), np.float32)
+  labels[np.arange(4), targets] = 1 - smoothing
+  want = np.sum(np.log(np.exp(logits).sum(1)) - (logits * labels).sum(1))
+  np.testing.assert_allclose(
+      gnmt.label_smoothed_sum(tf.constant(logits), targets, smoothing), want,
+      rtol=1e-6)
+  # A padded position adds the constant log V (theirs: a zeroed output
+  # times W, so nothing of it reaches W's gradient).
+  padded = gnmt.label_smoothed_sum(tf.zeros([1, vocab]), [0], smoothing)
+  np.testing.assert_allclose(padded, np.log(vocab), rtol=1e-6)
