@@ -19,10 +19,16 @@ What a share means is the task's choice, made with one of the helpers:
   clips its gradients to norm 1, and `tf.tpu.cross_replica_sum` adds them
   with no division (optimization.py). LAMB is scale-invariant but for its
   epsilon, which the mean would make act 8192x stronger on 8192 cores.
+- `replica_sum_summed`: the share is the replica's own (weighted) sum, and
+  the optimizer receives the sum of the replicas' own-sum gradients. This is
+  Google's MLPerf v0.7 GNMT: each core's loss is the sum over its tokens,
+  each core clips that sum's gradients to norm 5, and `cross_replica_sum`
+  adds them (model.py); Adam is scale-invariant but for its epsilon.
 
-`replica_factor` turns a share into the replica's own mean loss, which is
-what clipping before the all-reduce clips (MLPerf BERT v0.7 clips per core);
-the loss the runtime reports is the replicas' own means averaged.
+`replica_factor` turns a share into the replica's own loss (its mean; its
+sum for `replica_sum_summed`), which is what clipping before the all-reduce
+clips (MLPerf BERT and GNMT v0.7 clip per core); the loss the runtime
+reports is the replicas' own losses averaged.
 
 Under a mesh (distribution/mesh.py) one program holds the batches of the
 mesh's data-parallel replicas stacked along dimension 0; inside
@@ -56,7 +62,8 @@ class LossShare:
 
   Attributes:
     value: the scalar whose gradients the runtime sums over replicas.
-    replica_factor: value x replica_factor is this replica's own mean loss.
+    replica_factor: value x replica_factor is this replica's own loss (its
+      mean, or its sum for `replica_sum_summed`).
   """
   value: tf.Tensor
   replica_factor: float
@@ -142,3 +149,18 @@ def replica_mean_summed(values: tf.Tensor, weights: tf.Tensor | None = None,
   # Stacked replicas' means are summed too; value x 1/count is their mean.
   return LossShare(tf.reduce_sum(_slice_means(values, weights, epsilon)),
                    1.0 / _REPLICAS_IN_BATCH.get())
+
+
+def replica_sum_summed(values: tf.Tensor,
+                       weights: tf.Tensor | None = None) -> LossShare:
+  """This replica's (weighted) sum of `values`; gradients summed over
+  replicas, not averaged (Google's v0.7 GNMT).
+
+  Args:
+    values: per-token losses of this replica.
+    weights: their weights; None weighs every value 1 (GNMT's: padding
+      included).
+  """
+  total, _ = _weighted_sum(values, weights)
+  # Stacked replicas' sums add up; value x 1/count is their mean.
+  return LossShare(total, 1.0 / _REPLICAS_IN_BATCH.get())

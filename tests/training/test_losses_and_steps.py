@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from distribution import gradients as gradients_lib
 from distribution import strategy as strategies
 from training import losses
 from training import step as step_lib
@@ -46,9 +47,20 @@ def test_share_of_replica_mean_sums_to_the_mean_of_replica_means(strategy):
   assert sum(shares) == pytest.approx(means.mean(), rel=1e-6)
 
 
+def test_replica_sum_summed_sums_to_the_weighted_sum_and_reports_one_replica(
+    strategy):
+  shares = per_replica(strategy, lambda r: losses.replica_sum_summed(
+      tf.gather(VALUES, r), tf.gather(WEIGHTS, r)).value)
+  assert sum(shares) == pytest.approx((VALUES * WEIGHTS).sum(), rel=1e-6)
+  one = losses.replica_sum_summed(tf.constant(VALUES[1]))
+  assert float(one.value) * one.replica_factor == pytest.approx(
+      VALUES[1].sum())
+
+
 @pytest.mark.parametrize('helper', ['share_of_global_mean',
                                     'share_of_replica_mean',
-                                    'replica_mean_summed'])
+                                    'replica_mean_summed',
+                                    'replica_sum_summed'])
 def test_replicas_stacked_in_one_batch_share_like_replicas(strategy, helper):
   # A mesh's one program holds the 3 replicas' batches stacked: its share is
   # what the 3 replicas' shares sum to, and share x factor their mean loss.
@@ -60,8 +72,9 @@ def test_replicas_stacked_in_one_batch_share_like_replicas(strategy, helper):
                  tf.constant(WEIGHTS.reshape(-1)))
   assert float(stacked.value) == pytest.approx(sum(shares), rel=1e-6)
   means = (VALUES * WEIGHTS).sum(1) / WEIGHTS.sum(1)
-  reported = (VALUES * WEIGHTS).sum() / WEIGHTS.sum() if helper == (
-      'share_of_global_mean') else means.mean()
+  reported = {'share_of_global_mean': (VALUES * WEIGHTS).sum() / WEIGHTS.sum(),
+              'replica_sum_summed': (VALUES * WEIGHTS).sum(1).mean()}.get(
+                  helper, means.mean())
   assert float(stacked.value) * stacked.replica_factor == pytest.approx(
       reported, rel=1e-6)
 
@@ -165,3 +178,29 @@ def test_eval_loop_gathers_every_replicas_outputs_with_their_mask(strategy):
                              x @ np.array([0.5, -0.25]), rtol=1e-6)
   assert float(sums['error']) == pytest.approx(
       np.abs(x @ np.array([0.5, -0.25]) - y).sum(), rel=1e-5)
+
+
+def test_replica_sum_summed_clips_each_replicas_sum_then_sums(strategy):
+  # Google's v0.7 GNMT: clip_by_global_norm(grads of the core's token sum,
+  # 5), then cross_replica_sum. Here: w . x summed, clipped at 5.
+  x = np.arange(1, 1 + REPLICAS * 4 * 2, dtype=np.float32).reshape(
+      REPLICAS, 4, 2) / 4
+  options = gradients_lib.GradientOptions(clip_norm=5.0,
+                                          clip_before_allreduce=True)
+
+  def replica(r):
+    w = tf.constant([0.5, -0.25])
+    with tf.GradientTape() as tape:
+      tape.watch(w)
+      share = losses.replica_sum_summed(
+          tf.linalg.matvec(tf.gather(x, r), w))
+    grads = [tape.gradient(share.value, w)]
+    return gradients_lib.all_reduce_gradients(
+        grads, options=options, replica_factor=share.replica_factor)[0]
+
+  got = per_replica(strategy, replica)
+  own = x.sum(axis=1)  # Each replica's gradient of its sum: sum of its x.
+  clipped = own * np.minimum(1.0, 5.0 / np.linalg.norm(own, axis=1))[:, None]
+  for g in got:
+    np.testing.assert_allclose(g, clipped.sum(0), rtol=1e-5)
+  assert np.linalg.norm(own, axis=1).min() > 5  # Every replica was clipped.
