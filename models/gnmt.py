@@ -8,6 +8,9 @@ a NumPy version of their sequence:
 - `lstm_step`: their `lstm_cell_gate` + `lstm_cell_split`: the gates of
   x W_x + h W_h + b split as (i, j, f, o), forget bias 0, both state
   halves multiplied by the step's padding mask;
+- `lstm_layer`: their `build_rnn` over `lstm_cell`: the steps below the
+  batch's longest sequence, forward or backward from its last step, every
+  later step's output zero;
 - `normalized_bahdanau`: their `attention` (GNMT v2's normalized
   Bahdanau): score = sum(g v / |v| tanh(keys + h W_q + b)), -inf past the
   source length, softmax over source positions, context = alignments x
@@ -44,6 +47,48 @@ def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
     mask = tf.expand_dims(tf.cast(padding, new_c.dtype), 1)
     new_c, new_h = new_c * mask, new_h * mask
   return new_h, new_c
+
+
+def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
+               reverse: bool = False):
+  """An LSTM over time from a zero state, as their `build_rnn` drives it.
+
+  Args:
+    gate_inputs: [time, batch, 4 units], x W_x for every step.
+    kernel: [units, 4 units]; bias: [4 units].
+    max_length: the batch's longest sequence: steps from it on are not
+      run (their outputs are zero), and a backward layer starts at
+      max_length - 1.
+    padding: [time, batch], 1 inside each sequence (their backward encoder
+      layer passes it, so each sequence's backward state starts at its own
+      last token); None: no mask.
+    reverse: run from the last step to the first.
+
+  Returns:
+    h of every step, [time, batch, units].
+  """
+  time, batch = gate_inputs.shape[0], gate_inputs.shape[1]
+  units = kernel.shape[0]
+  dtype = gate_inputs.dtype
+  if padding is None:
+    padding = tf.ones([time, batch], dtype)
+  # Every step runs; a step at or past max_length keeps the state and
+  # outputs zero, which is their loop's range exactly (a backward layer's
+  # state is still zero when it reaches max_length - 1).
+  steps = tf.range(time)
+
+  def step(carry, elems):
+    h, c = carry[0], carry[1]
+    x, pad, t = elems
+    new_h, new_c = lstm_step(x, h, c, kernel, bias, pad)
+    run = t < max_length
+    return (tf.where(run, new_h, h), tf.where(run, new_c, c),
+            tf.where(run, new_h, tf.zeros_like(new_h)))
+
+  zeros = tf.zeros([batch, units], dtype)
+  _, _, outputs = tf.scan(step, (gate_inputs, tf.cast(padding, dtype), steps),
+                          initializer=(zeros, zeros, zeros), reverse=reverse)
+  return outputs
 
 
 def normalized_bahdanau(h, keys, values, source_mask, query_kernel, v, g, b):

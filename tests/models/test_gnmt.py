@@ -72,3 +72,45 @@ def test_label_smoothed_sum_is_their_loss_padding_included():
   # times W, so nothing of it reaches W's gradient).
   padded = gnmt.label_smoothed_sum(tf.zeros([1, vocab]), [0], smoothing)
   np.testing.assert_allclose(padded, np.log(vocab), rtol=1e-6)
+
+
+def their_build_rnn(x_w, kernel, bias, max_length, padding, reverse):
+  """Their build_rnn's forward loop over lstm_cell, in NumPy."""
+  time, batch, _ = x_w.shape
+  units = kernel.shape[0]
+  h, c = np.zeros((batch, units), np.float32), np.zeros((batch, units),
+                                                         np.float32)
+  out = np.zeros((time, batch, units), np.float32)
+  order = range(max_length - 1, -1, -1) if reverse else range(max_length)
+  for i in order:
+    # Their lstm_cell_gate, then lstm_cell_split with the step's padding.
+    gates = h @ kernel + x_w[i] + bias
+    gi, gj, gf, go = np.split(gates, 4, axis=1)
+    c = c * sigmoid(gf) + sigmoid(gi) * np.tanh(gj)
+    h = np.tanh(c) * sigmoid(go)
+    if padding is not None:
+      c, h = c * padding[i][:, None], h * padding[i][:, None]
+    out[i] = h
+  return out
+
+
+def test_lstm_layer_runs_their_loop_forward_and_backward():
+  rng = np.random.default_rng(3)
+  time, batch, units = 6, 3, 2
+  x_w = rng.normal(size=(time, batch, 4 * units)).astype(np.float32)
+  kernel = rng.normal(size=(units, 4 * units)).astype(np.float32)
+  bias = rng.normal(size=4 * units).astype(np.float32)
+  lengths = np.array([4, 2, 3])
+  padding = (np.arange(time)[:, None] < lengths[None]).astype(np.float32)
+  max_length = int(lengths.max())
+  for reverse, pad in ((False, None), (True, padding), (True, None)):
+    got = gnmt.lstm_layer(x_w, kernel, bias, max_length, pad, reverse)
+    want = their_build_rnn(x_w, kernel, bias, max_length, pad, reverse)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.any(got.numpy()[max_length:])  # Past the longest: zero.
+  # Backward with padding: each sequence starts at its own last token, so
+  # the short one's state equals a run over its tokens alone.
+  alone = their_build_rnn(x_w[:2, 1:2], kernel, bias, 2, None, True)
+  got = gnmt.lstm_layer(x_w, kernel, bias, max_length, padding, True)
+  np.testing.assert_allclose(got.numpy()[:2, 1:2], alone, rtol=1e-5,
+                             atol=1e-6)
