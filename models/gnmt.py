@@ -15,6 +15,8 @@ a NumPy version of their sequence:
   Bahdanau): score = sum(g v / |v| tanh(keys + h W_q + b)), -inf past the
   source length, softmax over source positions, context = alignments x
   encoder outputs;
+- `encoder`, `decoder`: their `_build_encoder` and the training branch of
+  `_build_decoder`, over weights given as arrays;
 - `label_smoothed_sum`: their `softmax_cross_entropy` on one-hot labels of
   1 - s and s / (V - 1), summed over every position (padding included:
   a padded position's output is zeroed before the projection, so its loss
@@ -114,6 +116,102 @@ def normalized_bahdanau(h, keys, values, source_mask, query_kernel, v, g, b):
   context = tf.reduce_sum(
       tf.expand_dims(tf.transpose(alignments), 2) * values, 0)
   return context, alignments
+
+
+def _project(x, kernel):
+  return tf.einsum('tbf,fd->tbd', x, kernel)
+
+
+def _longest(mask):
+  return tf.cast(tf.reduce_max(tf.reduce_sum(mask, 0)), tf.int32)
+
+
+def encoder(emb, source_mask, weights, drop=None):
+  """Their GNMT encoder: a bidirectional layer, then three layers, residual
+  from the second of them on.
+
+  Args:
+    emb: [source time, batch, embedding], the source's embeddings.
+    source_mask: [source time, batch], 1 inside each source.
+    weights: {'fw', 'bw': (input_kernel, kernel, bias), 'uni': three of
+      them}; the first uni layer's input kernel takes 2 units.
+    drop: their dropout, applied to the embeddings and every uni layer's
+      input in training (None: none).
+
+  Returns:
+    [source time, batch, units], zero past each source.
+  """
+  drop = drop or (lambda x: x)
+  mask = tf.expand_dims(tf.cast(source_mask, emb.dtype), 2)
+  longest = _longest(source_mask)
+  emb = drop(emb)
+  (fw_x, fw_k, fw_b), (bw_x, bw_k, bw_b) = weights['fw'], weights['bw']
+  forward = lstm_layer(_project(emb, fw_x), fw_k, fw_b, longest)
+  backward = lstm_layer(_project(emb, bw_x), bw_k, bw_b, longest,
+                        source_mask, reverse=True)
+  out = tf.concat([forward, backward], -1) * mask
+  for i, (input_kernel, kernel, bias) in enumerate(weights['uni']):
+    below = out
+    out = lstm_layer(_project(drop(out), input_kernel), kernel, bias,
+                     longest)
+    if i > 0:
+      out += below
+  return out * mask
+
+
+def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
+  """Their GNMT decoder in training (teacher forcing): an attention layer
+  with input feeding, then three layers on [h, context], residual from the
+  second of them on.
+
+  Args:
+    emb: [target time, batch, embedding], the shifted targets' embeddings.
+    target_mask: [target time, batch], 1 inside each target.
+    encoder_out: [source time, batch, units].
+    source_mask: [source time, batch].
+    weights: {'attention': dict(input_kernel, kernel, attention_kernel,
+      bias, memory_kernel, query_kernel, v, g, b), 'layers': three
+      (input_kernel, kernel, bias), each input kernel taking 2 units}.
+    drop: their dropout on the embeddings and the layers' inputs.
+
+  Returns:
+    [target time, batch, units], zero past each target.
+  """
+  drop = drop or (lambda x: x)
+  a = weights['attention']
+  mask = tf.expand_dims(tf.cast(target_mask, emb.dtype), 2)
+  longest = _longest(target_mask)
+  keys = _project(encoder_out, a['memory_kernel'])
+  attend = tf.transpose(tf.cast(source_mask, emb.dtype))
+  gates_x = _project(drop(emb), a['input_kernel'])
+  batch, units = emb.shape[1], a['kernel'].shape[0]
+
+  def step(carry, elems):
+    h, c, context = carry[0], carry[1], carry[2]
+    x, t = elems
+    x += tf.matmul(context, a['attention_kernel'])  # Input feeding.
+    new_h, new_c = lstm_step(x, h, c, a['kernel'], a['bias'])
+    new_context, _ = normalized_bahdanau(new_h, keys, encoder_out, attend,
+                                         a['query_kernel'], a['v'], a['g'],
+                                         a['b'])
+    run = t < longest
+    kept = [tf.where(run, n, o) for n, o in ((new_h, h), (new_c, c),
+                                             (new_context, context))]
+    shown = [tf.where(run, n, tf.zeros_like(n)) for n in (new_h,
+                                                          new_context)]
+    return (*kept, *shown)
+
+  zeros = tf.zeros([batch, units], emb.dtype)
+  *_, out, context = tf.scan(
+      step, (gates_x, tf.range(tf.shape(emb)[0])),
+      initializer=(zeros,) * 5)
+  for i, (input_kernel, kernel, bias) in enumerate(weights['layers']):
+    below = out
+    inputs = drop(tf.concat([out, context], -1))
+    out = lstm_layer(_project(inputs, input_kernel), kernel, bias, longest)
+    if i > 0:
+      out += below
+  return out * mask
 
 
 def label_smoothed_sum(logits, targets, smoothing: float):

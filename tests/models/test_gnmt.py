@@ -114,3 +114,79 @@ def test_lstm_layer_runs_their_loop_forward_and_backward():
   got = gnmt.lstm_layer(x_w, kernel, bias, max_length, padding, True)
   np.testing.assert_allclose(got.numpy()[:2, 1:2], alone, rtol=1e-5,
                              atol=1e-6)
+
+
+def their_attention_rnn(x_w, a, keys, values, seq_mask, max_length):
+  """Their build_rnn over attention_cell (input feeding), in NumPy: the h
+  and the attention context of every step."""
+  time, batch, _ = x_w.shape
+  units = a['kernel'].shape[0]
+  h, c, context = (np.zeros((batch, units), np.float32) for _ in '123')
+  hs = np.zeros((time, batch, units), np.float32)
+  contexts = np.zeros((time, batch, units), np.float32)
+  normed_v = a['g'] * a['v'] / np.sqrt(np.sum(a['v']**2))
+  for i in range(max_length):
+    gates = h @ a['kernel'] + x_w[i] + context @ a['attention_kernel']
+    gi, gj, gf, go = np.split(gates + a['bias'], 4, axis=1)
+    c = c * sigmoid(gf) + sigmoid(gi) * np.tanh(gj)
+    h = np.tanh(c) * sigmoid(go)
+    score = np.sum(normed_v * np.tanh(keys + (h @ a['query_kernel'])[None] +
+                                      a['b']), 2).T
+    score = np.where(seq_mask > 0.5, score, -np.inf)
+    align = np.exp(score - score.max(1, keepdims=True))
+    align /= align.sum(1, keepdims=True)
+    context = np.einsum('bt,tbu->bu', align, values)
+    hs[i], contexts[i] = h, context
+  return hs, contexts
+
+
+def weights(rng, shapes):
+  return tuple(rng.normal(size=s).astype(np.float32) * 0.5 for s in shapes)
+
+
+def test_encoder_and_decoder_are_their_sequence():
+  rng = np.random.default_rng(4)
+  src_time, tgt_time, batch, u = 5, 4, 2, 3
+  src_len, tgt_len = np.array([5, 3]), np.array([2, 4])
+  src_mask = (np.arange(src_time)[:, None] < src_len).astype(np.float32)
+  tgt_mask = (np.arange(tgt_time)[:, None] < tgt_len).astype(np.float32)
+  src_emb, tgt_emb = weights(rng, [(src_time, batch, u),
+                                   (tgt_time, batch, u)])
+  lstm = lambda n_in: weights(rng, [(n_in, 4 * u), (u, 4 * u), (4 * u,)])
+  enc_w = {'fw': lstm(u), 'bw': lstm(u),
+           'uni': [lstm(2 * u), lstm(u), lstm(u)]}
+  a = dict(zip(('input_kernel', 'kernel', 'attention_kernel', 'bias',
+                'memory_kernel', 'query_kernel', 'v', 'b'),
+               weights(rng, [(u, 4 * u), (u, 4 * u), (u, 4 * u), (4 * u,),
+                             (u, u), (u, u), (u,), (u,)])))
+  a['g'] = np.float32(np.sqrt(1 / u))
+  dec_w = {'attention': a, 'layers': [lstm(2 * u) for _ in range(3)]}
+
+  enc = gnmt.encoder(tf.constant(src_emb), src_mask, enc_w)
+  # Their _build_encoder, in NumPy.
+  proj = lambda x, k: np.einsum('tbf,fd->tbd', x, k)
+  longest = int(src_len.max())
+  fw = their_build_rnn(proj(src_emb, enc_w['fw'][0]), *enc_w['fw'][1:],
+                       longest, None, False)
+  bw = their_build_rnn(proj(src_emb, enc_w['bw'][0]), *enc_w['bw'][1:],
+                       longest, src_mask, True)
+  want = np.concatenate([fw, bw], -1) * src_mask[..., None]
+  for i, (wx, k, b) in enumerate(enc_w['uni']):
+    o = their_build_rnn(proj(want, wx), k, b, longest, None, False)
+    want = o + want if i > 0 else o
+  want = want * src_mask[..., None]
+  np.testing.assert_allclose(enc, want, rtol=1e-4, atol=1e-5)
+
+  dec = gnmt.decoder(tf.constant(tgt_emb), tgt_mask, enc, src_mask, dec_w)
+  # Their _build_decoder's training branch, in NumPy.
+  longest = int(tgt_len.max())
+  o, context = their_attention_rnn(
+      proj(tgt_emb, a['input_kernel']), a, proj(want, a['memory_kernel']),
+      want, src_mask.T, longest)
+  for i, (wx, k, b) in enumerate(dec_w['layers'], start=1):
+    out = their_build_rnn(proj(np.concatenate([o, context], -1), wx), k, b,
+                          longest, None, False)
+    o = out + o if i > 1 else out
+  np.testing.assert_allclose(dec, o * tgt_mask[..., None], rtol=1e-4,
+                             atol=1e-5)
+  assert not np.any(dec.numpy()[2:, 0])  # Past the first target: zero.
