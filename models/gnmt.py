@@ -1,4 +1,5 @@
-"""GNMT (MLPerf Training v0.7's recurrent translation model): the cells.
+"""GNMT (MLPerf Training v0.7's recurrent translation model): its cells,
+encoder and decoder.
 
 The pieces of Google's v0.7 TPU implementation
 (mlcommons/training_results_v0.7, Google/benchmarks/gnmt/implementations/
