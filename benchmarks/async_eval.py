@@ -100,6 +100,7 @@ def main(argv):
               f'{[round(s, 1) for s in out["eval_seconds"]]} s', flush=True)
   first = next(iter(variants))
   base = statistics.median(o['seconds'] for o in results[first])
+  rows = []
   for name, outs in results.items():
     seconds = statistics.median(o['seconds'] for o in outs)
     evals = statistics.median(sum(o['eval_seconds']) for o in outs)
@@ -109,14 +110,12 @@ def main(argv):
           f'{first}), eval_start to eval_stop {evals:.1f} s in all '
           f'({evals / seconds:.0%} of its time to train); the same last '
           f'eval (epoch, quality) as {first}: {same}')
-  print(common.page_rows([
-      (f'evaluation, {name}, {os.path.basename(FLAGS.gin_file)}',
-       f'{seconds:.1f} s to train ({evals / seconds:.0%} '
-       'evaluating)', f'{first} {base:.1f} s', f'{seconds / base:.2f}x')
-      for name, seconds, evals in (
-          (n, statistics.median(o['seconds'] for o in outs),
-           statistics.median(sum(o['eval_seconds']) for o in outs))
-          for n, outs in results.items()) if name != first]))
+    if name != first:
+      rows.append((f'evaluation, {name}, {os.path.basename(FLAGS.gin_file)}',
+                   f'{seconds:.1f} s to train ({evals / seconds:.0%} '
+                   'evaluating)', f'{first} {base:.1f} s',
+                   f'{seconds / base:.2f}x'))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':

@@ -160,12 +160,10 @@ def main(argv):
       print(f'  {k:22s} {t:.3f} s/step  MFU {flops / t / peak:.3f}')
     print(f'  matmul 4096^2 {dtype}: {peak / 1e9:.0f} GFLOP/s')
     print(f'  speed-up vs Keras: {med["keras 3 layers + fit"] / med["ours"]:.2f}x')
-    keras = med['keras 3 layers + fit']
-    rows.append((f'training step, BERT-base, {dtype}, batch {batch}',
-                 f'{med["ours"] / steps:.3f} s, MFU '
-                 f'{flops / (med["ours"] / steps) / peak:.2f}',
-                 f'Keras fit {keras / steps:.3f} s',
-                 f'{keras / med["ours"]:.2f}x (the floor)'))
+    rows.append(common.step_row(
+        'BERT-base', dtype, batch, med['ours'] / steps, 'Keras fit',
+        med['keras 3 layers + fit'] / steps,
+        mfu=flops / (med['ours'] / steps) / peak))
   print(common.page_rows(rows))
   print('create_pretraining_data:', pretraining_data_rate())
 

@@ -36,6 +36,23 @@ def page_rows(rows: list[tuple[str, str, str, str]], argv=None) -> str:
   return '\n'.join(lines)
 
 
+
+def step_row(model: str, dtype: str, batch: int, ours: float, peer: str,
+             theirs: float, *, target: str | None = None, unit: str = 's',
+             digits: int = 3, mfu: float | None = None) -> tuple:
+  """A page row for a training step: our seconds a step and the peer's,
+  and our speed-up over it, bold with its `target` ('>= 1.2'), or marked
+  the floor when the peer is one (target None)."""
+  scale = 1e3 if unit == 'ms' else 1.0
+  mine = f'{ours * scale:.{digits}f} {unit}'
+  if mfu is not None:
+    mine += f', MFU {mfu:.2f}'
+  ratio = f'{theirs / ours:.2f}x'
+  ratio = f'**{ratio}** ({target})' if target else f'{ratio} (the floor)'
+  return (f'training step, {model}, {dtype}, batch {batch:,}', mine,
+          f'{peer} {theirs * scale:.{digits}f} {unit}', ratio)
+
+
 def matmul_peak(dtype: str, n: int = 4096, reps: int = 10):
   """A callable running `reps` chained n x n matmuls, and their FLOPs."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel

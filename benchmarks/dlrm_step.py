@@ -147,11 +147,10 @@ def measure_garden(tf, args) -> int:
           f'{args.batch * args.steps / seconds:12,.0f} samples/s')
   print(f'  ours / Model Garden speed: '
         f'{medians["Model Garden"] / medians["ours"]:.2f}x')
-  print(common.page_rows([(
-      f'training step, DLRM, float32, batch {args.batch:,}',
-      f'{medians["ours"] / args.steps * 1000:.2f} ms',
-      f'Model Garden {medians["Model Garden"] / args.steps * 1000:.2f} ms',
-      f'**{medians["Model Garden"] / medians["ours"]:.2f}x** (>= 1.0)')]))
+  print(common.page_rows([common.step_row(
+      'DLRM', 'float32', args.batch, medians['ours'] / args.steps,
+      'Model Garden', medians['Model Garden'] / args.steps, target='>= 1.0',
+      unit='ms', digits=2)]))
   return 0
 
 

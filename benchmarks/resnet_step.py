@@ -106,11 +106,9 @@ def main(argv):
     print(f'  matmul 4096^2 {dtype}: {peak / 1e9:.0f} GFLOP/s')
     print(f'  speed-up vs best Keras: {keras_best / step_time["ours"]:.2f}x')
     print(f'  our MFU: {train_flops / step_time["ours"] / peak:.3f}')
-    rows.append((f'training step, ResNet-50, {dtype}, batch {batch}',
-                 f'{step_time["ours"]:.3f} s, MFU '
-                 f'{train_flops / step_time["ours"] / peak:.2f}',
-                 f'Keras fit {keras_best:.3f} s',
-                 f'{keras_best / step_time["ours"]:.2f}x (the floor)'))
+    rows.append(common.step_row(
+        'ResNet-50', dtype, batch, step_time['ours'], 'Keras fit',
+        keras_best, mfu=train_flops / step_time['ours'] / peak))
   print(common.page_rows(rows))
 
 

@@ -103,10 +103,9 @@ def main(argv):
       best = min(step[label] for label in gardens)
       print(f'  speed-up over the faster Model Garden: '
             f'{best / step["ours"]:.2f}x', flush=True)
-      rows.append((f'training step, {NAMES.get(model, model)}, {dtype}, batch '
-                   f'{FLAGS.batch}', f'{step["ours"]:.3f} s',
-                   f'Model Garden {best:.3f} s',
-                   f'**{best / step["ours"]:.2f}x** (>= 1.2)'))
+      rows.append(common.step_row(
+          NAMES.get(model, model), dtype, FLAGS.batch, step['ours'],
+          'Model Garden', best, target='>= 1.2'))
   print(common.page_rows(rows))
 
 

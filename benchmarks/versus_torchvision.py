@@ -66,11 +66,9 @@ def main(argv):
     print(f'  MFU {achieved / roof:.2f} ({achieved / 1e9:.0f} of '
           f'{roof / 1e9:.0f} GFLOP/s, 3 x {flops / 3e9:.1f} GFLOP forward)',
           flush=True)
-    rows.append((f'training step, SSD300-ResNet34, {dtype}, batch '
-                 f'{FLAGS.batch}',
-                 f'{step["ours"]:.2f} s',
-                 f'torchvision {step["torchvision"]:.2f} s',
-                 f'**{step["torchvision"] / step["ours"]:.2f}x** (>= 1.0)'))
+    rows.append(common.step_row(
+        'SSD300-ResNet34', dtype, FLAGS.batch, step['ours'], 'torchvision',
+        step['torchvision'], target='>= 1.0', digits=2))
   print(common.page_rows(rows))
 
 
