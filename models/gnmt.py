@@ -52,6 +52,37 @@ def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
   return new_h, new_c
 
 
+def _over_time(cell, inputs, state, outputs, longest, reverse=False):
+  """Their `build_rnn`'s loop: `cell(state, x)` -> (state, outputs) at
+  the steps below `longest` (forward, or backward from longest - 1); at
+  the later steps the state is kept and the outputs are zero. Every step
+  runs (static shapes), so a backward loop's state is still the initial
+  one when it reaches longest - 1, where theirs starts.
+
+  Args:
+    cell: (state tuple, step's inputs tuple) -> (state, outputs) tuples.
+    inputs: a tuple of [time, ...] tensors.
+    state, outputs: tuples of initial tensors (outputs: their shapes).
+    longest: the batch's longest sequence.
+
+  Returns:
+    The outputs of every step, each [time, ...].
+  """
+  count = len(state)
+
+  def step(carry, elems):
+    *x, t = elems
+    new_state, new_out = cell(carry[:count], tuple(x))
+    run = t < longest
+    return (tuple(tf.where(run, n, o) for n, o in zip(new_state,
+                                                       carry[:count])) +
+            tuple(tf.where(run, n, tf.zeros_like(n)) for n in new_out))
+
+  steps = tf.range(tf.shape(inputs[0])[0])
+  return tf.scan(step, (*inputs, steps), initializer=state + outputs,
+                 reverse=reverse)[count:]
+
+
 def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
                reverse: bool = False):
   """An LSTM over time from a zero state, as their `build_rnn` drives it.
@@ -70,28 +101,17 @@ def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
   Returns:
     h of every step, [time, batch, units].
   """
-  time, batch = gate_inputs.shape[0], gate_inputs.shape[1]
-  units = kernel.shape[0]
-  dtype = gate_inputs.dtype
+  batch, dtype = gate_inputs.shape[1], gate_inputs.dtype
   if padding is None:
-    padding = tf.ones([time, batch], dtype)
-  # Every step runs; a step at or past max_length keeps the state and
-  # outputs zero, which is their loop's range exactly (a backward layer's
-  # state is still zero when it reaches max_length - 1).
-  steps = tf.range(time)
+    padding = tf.ones(tf.shape(gate_inputs)[:2], dtype)
 
-  def step(carry, elems):
-    h, c = carry[0], carry[1]
-    x, pad, t = elems
-    new_h, new_c = lstm_step(x, h, c, kernel, bias, pad)
-    run = t < max_length
-    return (tf.where(run, new_h, h), tf.where(run, new_c, c),
-            tf.where(run, new_h, tf.zeros_like(new_h)))
+  def cell(state, x):
+    h, c = lstm_step(x[0], *state, kernel, bias, x[1])
+    return (h, c), (h,)
 
-  zeros = tf.zeros([batch, units], dtype)
-  _, _, outputs = tf.scan(step, (gate_inputs, tf.cast(padding, dtype), steps),
-                          initializer=(zeros, zeros, zeros), reverse=reverse)
-  return outputs
+  zeros = tf.zeros([batch, kernel.shape[0]], dtype)
+  return _over_time(cell, (gate_inputs, tf.cast(padding, dtype)),
+                    (zeros, zeros), (zeros,), max_length, reverse)[0]
 
 
 def normalized_bahdanau(h, keys, values, source_mask, query_kernel, v, g, b):
@@ -187,25 +207,18 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
   gates_x = _project(drop(emb), a['input_kernel'])
   batch, units = emb.shape[1], a['kernel'].shape[0]
 
-  def step(carry, elems):
-    h, c, context = carry[0], carry[1], carry[2]
-    x, t = elems
-    x += tf.matmul(context, a['attention_kernel'])  # Input feeding.
-    new_h, new_c = lstm_step(x, h, c, a['kernel'], a['bias'])
-    new_context, _ = normalized_bahdanau(new_h, keys, encoder_out, attend,
-                                         a['query_kernel'], a['v'], a['g'],
-                                         a['b'])
-    run = t < longest
-    kept = [tf.where(run, n, o) for n, o in ((new_h, h), (new_c, c),
-                                             (new_context, context))]
-    shown = [tf.where(run, n, tf.zeros_like(n)) for n in (new_h,
-                                                          new_context)]
-    return (*kept, *shown)
+  def cell(state, x):
+    h, c, context = state
+    gates = x[0] + tf.matmul(context, a['attention_kernel'])  # Input feeding.
+    h, c = lstm_step(gates, h, c, a['kernel'], a['bias'])
+    context, _ = normalized_bahdanau(h, keys, encoder_out, attend,
+                                     a['query_kernel'], a['v'], a['g'],
+                                     a['b'])
+    return (h, c, context), (h, context)
 
   zeros = tf.zeros([batch, units], emb.dtype)
-  *_, out, context = tf.scan(
-      step, (gates_x, tf.range(tf.shape(emb)[0])),
-      initializer=(zeros,) * 5)
+  out, context = _over_time(cell, (gates_x,), (zeros,) * 3, (zeros,) * 2,
+                            longest)
   for i, (input_kernel, kernel, bias) in enumerate(weights['layers']):
     below = out
     inputs = drop(tf.concat([out, context], -1))
