@@ -14,7 +14,9 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from core import config as gin_config
+
+ROOT = gin_config.ROOT
 PAGE = 'docs/benchmarks.md'
 
 
