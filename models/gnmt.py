@@ -25,7 +25,10 @@ a NumPy version of their sequence:
 Time-major as theirs: [time, batch, ...].
 """
 
+import numpy as np
 import tensorflow as tf
+
+from models import layers
 
 
 def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
@@ -208,13 +211,8 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
   batch, units = emb.shape[1], a['kernel'].shape[0]
 
   def cell(state, x):
-    h, c, context = state
-    gates = x[0] + tf.matmul(context, a['attention_kernel'])  # Input feeding.
-    h, c = lstm_step(gates, h, c, a['kernel'], a['bias'])
-    context, _ = normalized_bahdanau(h, keys, encoder_out, attend,
-                                     a['query_kernel'], a['v'], a['g'],
-                                     a['b'])
-    return (h, c, context), (h, context)
+    state, _ = attention_step(x[0], state, a, keys, encoder_out, attend)
+    return state, state[::2]
 
   zeros = tf.zeros([batch, units], emb.dtype)
   out, context = _over_time(cell, (gates_x,), (zeros,) * 3, (zeros,) * 2,
@@ -244,3 +242,186 @@ def label_smoothed_sum(logits, targets, smoothing: float):
   # float32; the max-shifted form is the same value where theirs is finite.
   log_sum_exp = tf.reduce_logsumexp(logits, -1)
   return tf.reduce_sum(log_sum_exp - tf.reduce_sum(logits * labels, -1))
+
+
+def attention_step(gates_x, state, a, keys, values, attend):
+  """One step of the decoder's attention layer: input feeding (the previous
+  context x attention_kernel added to the gates), the LSTM, then the
+  attention over the source with the new h.
+
+  Args:
+    gates_x: [batch, 4 units], the step's input x input_kernel.
+    state: (h, c, context).
+    a: the attention layer's weights (see `decoder`).
+    keys, values: [source time, batch, units]; attend: [batch, source time].
+
+  Returns:
+    ((h, c, context), alignments [batch, source time]).
+  """
+  h, c, context = state
+  gates = gates_x + tf.matmul(context, a['attention_kernel'])
+  h, c = lstm_step(gates, h, c, a['kernel'], a['bias'])
+  context, alignments = normalized_bahdanau(
+      h, keys, values, attend, a['query_kernel'], a['v'], a['g'], a['b'])
+  return (h, c, context), alignments
+
+
+def _weights_in(weights, dtype):
+  return tf.nest.map_structure(lambda w: tf.cast(w, dtype), weights)
+
+
+class GNMT(tf.Module):
+  """Google's v0.7 GNMT as variables and the functions above.
+
+  Four layers each side, as their model.py hard-codes: a bidirectional
+  encoder layer then three (residual from the third on), and a decoder of
+  the attention layer then three on [h, context] (residual from the third
+  on). Separate source and target embeddings of `units` columns; the output
+  projection [units, vocab] without a bias, in float32. Every weight is
+  uniform in +-init_weight (0.1) but the attention's g (sqrt(1 / units)) and
+  b (zeros), as their initializers.
+  """
+
+  def __init__(self, *, vocab_size: int, units: int = 1024,
+               dropout_rate: float = 0.2, init_weight: float = 0.1,
+               compute_dtype: str = 'float32', seed: int = 0):
+    """Args:
+      vocab_size: the shared vocabulary (MLPerf: 32,317 BPE tokens).
+      units: LSTM, attention and embedding width (MLPerf: 1024).
+      dropout_rate: on embeddings and every layer's input (MLPerf: 0.2).
+      init_weight: the uniform initialisation's bound (MLPerf: 0.1).
+      compute_dtype: 'float32' or 'bfloat16' (Google's activation_dtype):
+        weights are kept in float32 and cast for the cells; the projection
+        and the loss stay float32.
+      seed: initialisation and dropout seed.
+    """
+    super().__init__(name='gnmt')
+    if units <= 0 or vocab_size <= 1:
+      raise ValueError(f'GNMT needs units > 0 and vocab_size > 1, got '
+                       f'units={units}, vocab_size={vocab_size}.')
+    self.vocab_size, self.units = vocab_size, units
+    self.dtype = layers.compute_dtype(compute_dtype)
+    self._drop = layers.Dropout(dropout_rate, seed)
+    self._seed = seed
+    self._count = 0
+    u = units
+    lstm = lambda name, inputs: tuple(  # noqa: E731
+        self._uniform(f'{name}/{part}', shape, init_weight)
+        for part, shape in (('input_kernel', [inputs, 4 * u]),
+                            ('kernel', [u, 4 * u]), ('bias', [4 * u])))
+    self.source_embedding = self._uniform('encoder/embedding', [vocab_size, u],
+                                          init_weight)
+    self.target_embedding = self._uniform('decoder/embedding', [vocab_size, u],
+                                          init_weight)
+    self.encoder_weights = {
+        'fw': lstm('encoder/bidirectional/fw', u),
+        'bw': lstm('encoder/bidirectional/bw', u),
+        'uni': [lstm(f'encoder/uni_{i}', 2 * u if i == 0 else u)
+                for i in range(3)]}
+    attention = dict(zip(('input_kernel', 'kernel', 'bias'),
+                         lstm('decoder/attention', u)))
+    for name, shape in (('attention_kernel', [u, 4 * u]),
+                        ('memory_kernel', [u, u]), ('query_kernel', [u, u]),
+                        ('v', [u])):
+      attention[name] = self._uniform(f'decoder/attention/{name}', shape,
+                                      init_weight)
+    attention['g'] = tf.Variable(np.sqrt(1.0 / u).astype(np.float32),
+                                 name='decoder/attention/g')
+    attention['b'] = tf.Variable(tf.zeros([u]), name='decoder/attention/b')
+    self.decoder_weights = {
+        'attention': attention,
+        'layers': [lstm(f'decoder/layer_{i}', 2 * u) for i in range(1, 4)]}
+    self.output_projection = self._uniform('decoder/output_projection',
+                                           [u, vocab_size], init_weight)
+    self.state = {}
+
+  def _uniform(self, name, shape, bound):
+    self._count += 1
+    return tf.Variable(tf.random.stateless_uniform(
+        shape, [self._seed, self._count], -bound, bound), name=name)
+
+  def _dropout(self, training):
+    return (lambda x: self._drop(x, True)) if training else None
+
+  def _embed(self, table, ids):
+    """ids [batch, time] -> [time, batch, units] in the compute dtype."""
+    return tf.cast(tf.gather(table, tf.transpose(ids)), self.dtype)
+
+  def encode(self, source, source_length, training: bool = False):
+    """(encoder outputs [time, batch, units], source mask [time, batch])."""
+    mask = tf.transpose(tf.sequence_mask(source_length, source.shape[1],
+                                         self.dtype))
+    out = encoder(self._embed(self.source_embedding, source), mask,
+                  _weights_in(self.encoder_weights, self.dtype),
+                  self._dropout(training))
+    return out, mask
+
+  def __call__(self, batch, length: int, training: bool = True):
+    """Teacher-forced logits over the batch's first `length` positions, as
+    their training graph of that bucket computes them.
+
+    Args:
+      batch: 'source', 'target_input', 'target_output' [batch, >= length]
+        and their lengths 'source_length', 'target_length' [batch]; every
+        length at most `length`.
+      length: the bucket's static length.
+      training: dropout on.
+
+    Returns:
+      (logits [length * batch, vocab] float32, time-major, zero rows' logits
+      past each target (its output is zeroed), their targets [length *
+      batch]).
+    """
+    source = batch['source'][:, :length]
+    encoded, source_mask = self.encode(source, batch['source_length'],
+                                       training)
+    target_mask = tf.transpose(tf.sequence_mask(
+        batch['target_length'], length, self.dtype))
+    out = decoder(self._embed(self.target_embedding,
+                              batch['target_input'][:, :length]),
+                  target_mask, encoded, source_mask,
+                  _weights_in(self.decoder_weights, self.dtype),
+                  self._dropout(training))
+    logits = tf.matmul(tf.reshape(tf.cast(out, tf.float32), [-1, self.units]),
+                       self.output_projection)
+    targets = tf.reshape(tf.transpose(batch['target_output'][:, :length]),
+                         [-1])
+    return logits, targets
+
+  # -- Decoding, one step at a time (beam search) ---------------------------------
+
+  def start_decoding(self, source, source_length, beams: int):
+    """The decoder's first state and the source it attends to, each
+    hypothesis of a sentence adjacent ([batch * beams, ...]).
+
+    Returns:
+      (state: (h, c, context) of the attention layer then (h, c) of each
+      layer, batch-major; source: (keys, values [time, batch * beams,
+      units], attend [batch * beams, time])).
+    """
+    encoded, mask = self.encode(source, source_length)
+    repeat = lambda t: tf.repeat(t, beams, axis=1)  # noqa: E731
+    a = _weights_in(self.decoder_weights['attention'], self.dtype)
+    values = repeat(encoded)
+    keys = _project(values, a['memory_kernel'])
+    attend = tf.transpose(repeat(mask))
+    zeros = tf.zeros([tf.shape(attend)[0], self.units], self.dtype)
+    state = ((zeros,) * 3,) + ((zeros, zeros),) * 3
+    return state, (keys, values, attend)
+
+  def decode_step(self, ids, state, source):
+    """(logits [n, vocab] float32, alignments [n, source time], new state)
+    for the previous tokens `ids` [n]."""
+    weights = _weights_in(self.decoder_weights, self.dtype)
+    a = weights['attention']
+    emb = tf.cast(tf.gather(self.target_embedding, ids), self.dtype)
+    (h, c, context), alignments = attention_step(
+        tf.matmul(emb, a['input_kernel']), state[0], a, *source)
+    new_state, out = [(h, c, context)], h
+    for i, (input_kernel, kernel, bias) in enumerate(weights['layers']):
+      x = tf.matmul(tf.concat([out, context], -1), input_kernel)
+      h, c = lstm_step(x, *state[i + 1], kernel, bias)
+      new_state.append((h, c))
+      out = h + out if i > 0 else h
+    logits = tf.matmul(tf.cast(out, tf.float32), self.output_projection)
+    return logits, tf.cast(alignments, tf.float32), tuple(new_state)
