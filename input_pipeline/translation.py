@@ -106,11 +106,17 @@ class TranslationInput:
       return
     fix = ('Rebuild DATA_DIR with tools/build_translation_data.py; its '
            'metadata.json must describe its records.')
-    for pattern, features in ((self.train_files, self._train_features()),
-                              (self.eval_files, self._eval_features())):
-      files = records.list_files(pattern)
-      records.check_record_files(files)
-      records.check_features(files[0], features, fix=fix)
+    files = records.list_files(self.train_files)
+    records.check_record_files(files)
+    records.check_features(files[0], self._train_features(), fix=fix)
+    self.check_eval(fix)
+
+  def check_eval(self, fix: str) -> None:
+    """Fails fast on missing or wrong eval files, vocabulary or references;
+    `fix` says how to rebuild."""
+    files = records.list_files(self.eval_files)
+    records.check_record_files(files)
+    records.check_features(files[0], self._eval_features(), fix=fix)
     if len(self.vocab) != self.metadata['vocab_size']:
       raise ValueError(
           f'{self.vocab_file} has {len(self.vocab)} pieces but metadata.json says '

@@ -196,6 +196,16 @@ def translation_data(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def gnmt_data(tmp_path_factory):
+  """translation_data's pairs for GNMT: one a record, in length buckets."""
+  from tools import build_translation_data
+  return built_once(tmp_path_factory, 'gnmt_pairs',
+                    lambda out: build_translation_data.quickstart(
+                        str(out), eval_every=60, vocab_size=2000,
+                        layout='pairs'))
+
+
+@pytest.fixture(scope='session')
 def ssd_data(tmp_path_factory):
   """A small SSD set (tools.build_ssd_quickstart_data through
   tools.convert_coco): 40 training canvases, the eval canvases of 40

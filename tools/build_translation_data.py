@@ -11,6 +11,9 @@ training rows, eval records with their reference text.
   # The quickstart: German catalogs of installed pip packages.
   python -m tools.build_translation_data --quickstart \
       --output_dir=data/transformer_quickstart
+  # GNMT's: pairs in length buckets, not packed rows.
+  python -m tools.build_translation_data --quickstart --layout=pairs \
+      --max_length=48 --output_dir=data/gnmt_quickstart
 
 Writes to output_dir (local or gs://):
   vocab.txt              the shared subword vocabulary (input_pipeline/
@@ -19,6 +22,10 @@ Writes to output_dir (local or gs://):
   train-NNNNN-of-MMMMM   packed rows (input_pipeline/packing.py): pairs
                          whose source or target (with EOS) is longer than
                          --max_length are left out and counted
+  train-L<length>-NNNNN-of-MMMMM
+                         with --layout=pairs (GNMT) instead: one pair a
+                         record, in files by length bucket
+                         (input_pipeline/length_buckets.py)
   eval-NNNNN-of-MMMMM    one record a pair: `inputs` (source ids, EOS,
                          padding to eval_length) and `index`, the pair's
                          line in eval_references.txt
@@ -63,6 +70,9 @@ def define_flags():
   flags.DEFINE_integer('vocab_size', 33708, 'Pieces of a learnt vocabulary.')
   flags.DEFINE_integer('max_length', 80, 'Longest training sequence (ids).')
   flags.DEFINE_integer('packed_length', 256, 'Ids a packed training row.')
+  flags.DEFINE_enum('layout', 'packed', ['packed', 'pairs'],
+                    'Training records: packed rows (the Transformer) or one '
+                    'pair a record in length buckets (GNMT).')
   flags.DEFINE_integer('eval_length', 0, 'Padded eval source length (0: auto).')
   flags.DEFINE_integer('eval_max_length', 0,
                        'Leave out longer eval pairs (0: keep all).')
@@ -80,6 +90,7 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 import tensorflow as tf
 
 from core import staged_files
+from input_pipeline import length_buckets
 from input_pipeline import packing
 from input_pipeline import subwords
 
@@ -192,7 +203,8 @@ def build(*, output_dir: str, train_pairs: list[tuple],
           vocab_size: int = 33708, max_length: int = 80,
           packed_length: int = 256, eval_length: int = 0,
           eval_max_length: int = 0, train_shards: int = 16,
-          eval_shards: int = 1, seed: int = 0) -> dict:
+          eval_shards: int = 1, seed: int = 0,
+          layout: str = 'packed') -> dict:
   """Writes the data set; returns what metadata.json holds.
 
   Args:
@@ -211,8 +223,14 @@ def build(*, output_dir: str, train_pairs: list[tuple],
       translates all of newstest2014). Decoding time grows with the longest
       eval source.
     train_shards, eval_shards: files per split (one or more per host).
-    seed: the order in which training pairs are packed.
+    seed: the order in which training pairs are packed (or written).
+    layout: 'packed' (rows of packed pairs: the Transformer's) or 'pairs'
+      (GNMT's: a record a pair, `inputs` and `targets` each padded to
+      max_length, in files by length bucket, `train-L<length>-*`;
+      input_pipeline/length_buckets.py).
   """
+  if layout not in ('packed', 'pairs'):
+    raise ValueError(f"--layout must be 'packed' or 'pairs', got {layout!r}.")
   train_pairs, empty_train = without_empty(train_pairs)
   eval_pairs, empty_eval = without_empty(eval_pairs)
   if not train_pairs or not eval_pairs:
@@ -227,7 +245,16 @@ def build(*, output_dir: str, train_pairs: list[tuple],
   kept = [p for p in train_ids
           if len(p[0]) <= max_length and len(p[1]) <= max_length]
   random.Random(seed).shuffle(kept)
-  rows = [_example(row) for row in packing.pack(kept, packed_length)]
+  if layout == 'packed':
+    rows = [_example(row) for row in packing.pack(kept, packed_length)]
+  else:
+    lengths = length_buckets.bucket_lengths(max_length)
+    by_bucket = [[] for _ in lengths]
+    for s, t in kept:
+      by_bucket[length_buckets.bucket_of(len(s), len(t), lengths)].append(
+          _example({'inputs': np.pad(s, (0, max_length - len(s))),
+                    'targets': np.pad(t, (0, max_length - len(t)))}))
+    rows = [r for bucket in by_bucket for r in bucket]
 
   eval_ids = encode_pairs(vocab, eval_pairs)
   eval_too_long = 0
@@ -255,9 +282,17 @@ def build(*, output_dir: str, train_pairs: list[tuple],
       'train_pairs_empty': empty_train, 'eval_pairs': len(eval_records),
       'eval_pairs_empty': empty_eval, 'eval_pairs_too_long': eval_too_long,
       'train_tokens': int(sum(len(s) + len(t) for s, t in kept)),
+      'layout': layout,
   }
   tf.io.gfile.makedirs(output_dir)
-  write_shards(rows, shard_names(output_dir, 'train', train_shards))
+  if layout == 'packed':
+    write_shards(rows, shard_names(output_dir, 'train', train_shards))
+  else:
+    metadata['buckets'] = [[l, len(b)] for l, b in zip(lengths, by_bucket)]
+    for length, bucket in zip(lengths, by_bucket):
+      if bucket:
+        write_shards(bucket, shard_names(
+            output_dir, f'train-L{length}', min(train_shards, len(bucket))))
   write_shards(eval_records, shard_names(output_dir, 'eval', eval_shards))
   staged_files.write_text(os.path.join(output_dir, 'eval_references.txt'),
                           ''.join(t + '\n' for _, t in eval_pairs))
@@ -272,7 +307,7 @@ def build(*, output_dir: str, train_pairs: list[tuple],
 
 
 def quickstart(output_dir: str, eval_every: int = 20,
-               vocab_size: int = 4000) -> dict:
+               vocab_size: int = 4000, layout: str = 'packed') -> dict:
   """The CPU quickstart's data: catalog pairs, 1 in `eval_every` held out
   (those of at most 48 ids a side: the few long messages would set every
   eval batch's decoding length), a vocabulary of about `vocab_size`
@@ -283,14 +318,14 @@ def quickstart(output_dir: str, eval_every: int = 20,
   return build(output_dir=output_dir, train_pairs=train,
                eval_pairs=evaluation, vocab_size=vocab_size, max_length=48,
                packed_length=64, eval_max_length=48, train_shards=4,
-               eval_shards=2)
+               eval_shards=2, layout=layout)
 
 
 def main(argv):
   del argv
   f = FLAGS
   if f.quickstart:
-    print(json.dumps(quickstart(f.output_dir)))
+    print(json.dumps(quickstart(f.output_dir, layout=f.layout)))
     return
   def pairs(source, target, tsv, split):
     if tsv and not (source or target):
@@ -307,7 +342,7 @@ def main(argv):
       max_length=f.max_length, packed_length=f.packed_length,
       eval_length=f.eval_length, eval_max_length=f.eval_max_length,
       train_shards=f.train_shards,
-      eval_shards=f.eval_shards, seed=f.seed)))
+      eval_shards=f.eval_shards, seed=f.seed, layout=f.layout)))
 
 
 def run(argv):

@@ -282,6 +282,20 @@ class SgdMomentum(_Optimizer):
     return self.weight_decay
 
 
+def _alt_schedule_keys(d: dict) -> dict:
+  """The MLPerf GNMT keys of a schedule with an alternative (t2t) warm-up
+  and a decay in steps (training/schedules.GoogleGnmtV07), as Google's
+  v0.7 logs have them; {} for any other schedule."""
+  if 'warmup_scheme' not in d:
+    return {}
+  return {'opt_learning_rate_alt_warmup_func': d['warmup_scheme'],
+          'opt_learning_rate_alt_decay_func': 'True',
+          'opt_learning_rate_decay_interval': d['decay_interval'],
+          'opt_learning_rate_decay_factor': d['decay_factor'],
+          'opt_learning_rate_decay_steps': d['decay_steps'],
+          'opt_learning_rate_remain_steps': d['remain_steps']}
+
+
 class Adam(_Optimizer):
   """Adam with bias correction and optional decoupled weight decay (AdamW).
 
@@ -332,7 +346,7 @@ class Adam(_Optimizer):
             'opt_base_learning_rate': d['base_learning_rate'],
             'opt_learning_rate_warmup_steps': d.get('warmup_steps', 0),
             'opt_adam_beta_1': self.beta_1, 'opt_adam_beta_2': self.beta_2,
-            'opt_adam_epsilon': self.epsilon}
+            'opt_adam_epsilon': self.epsilon, **_alt_schedule_keys(d)}
 
 
 class Lamb(Adam):

@@ -1,0 +1,198 @@
+"""GNMT input: translation pairs in length buckets, every replica on the
+same bucket each step.
+
+Google's v0.7 GNMT compiles one training graph per bucket length (18, 24,
+30, 36, 42, and 48: their `tf.switch_case` on (max(source, target, 12) -
+12) / 6) and feeds every replica the same bucket each step, so no replica
+waits at the all-reduce for a longer one (their distributed_iterator_utils:
+"up to 50%" on large slices). Their way is one or two hosts reading the
+whole global batch and the device rebuilding it by a cross-replica sum.
+This pipeline gets the same guarantee with every host reading its own
+share:
+
+- tools/build_translation_data.py --layout=pairs writes each bucket's pairs
+  to its own files (`train-L<length>-*`) and counts them in metadata.json;
+- an epoch is a plan of steps, each naming one bucket: bucket b appears
+  round(pairs in b / global batch) times (at least once), in an order
+  shuffled from (seed, epoch) alone, so every host computes the same plan;
+- each host draws step s's batches (one per local replica, consecutive)
+  from its own endless, shuffled stream of bucket plan[s]'s files.
+
+A resumed run is positioned exactly: the plans before `start_step` say how
+many batches each bucket's stream gave, and each stream skips that many
+(records.shuffled_epochs, whose cost does not grow with the position).
+
+Features of a batch: 'source', 'target_input' (start id 0, then the
+target), 'target_output' (the target with EOS), each [batch, max_length]
+zero-padded; 'source_length' and 'target_length' (ids with EOS); 'bucket'
+(the bucket's index, the same for the whole batch). Lengths count EOS,
+which theirs counts in the target and not in the source: a source of
+exactly one bucket length less than theirs goes one bucket up here.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from input_pipeline import records
+from input_pipeline.translation import TranslationInput
+
+# Google's compiled lengths below the longest (model.py's switch branches).
+GOOGLE_LENGTHS = (18, 24, 30, 36, 42)
+
+
+def bucket_lengths(max_length: int) -> tuple[int, ...]:
+  """The static lengths: Google's below max_length, then max_length."""
+  return tuple(l for l in GOOGLE_LENGTHS if l < max_length) + (max_length,)
+
+
+def bucket_of(source_length: int, target_length: int,
+              lengths: tuple[int, ...]) -> int:
+  """Their switch index: (max(source, target, 12) - 12) // 6, the last
+  bucket for anything longer."""
+  index = (max(source_length, target_length, 12) - 12) // 6
+  return min(index, len(lengths) - 1)
+
+
+def bucket_pattern(data_dir: str, length: int) -> str:
+  return os.path.join(data_dir, f'train-L{length}-*')
+
+
+def epoch_plan(steps_per_bucket: list[int], seed: int, epoch) -> tf.Tensor:
+  """An epoch's buckets, one a step: bucket b steps_per_bucket[b] times in
+  an order from (seed, epoch) only."""
+  plan = np.repeat(np.arange(len(steps_per_bucket)), steps_per_bucket)
+  return tf.random.experimental.stateless_shuffle(
+      tf.constant(plan, tf.int64),
+      seed=tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)]))
+
+
+class LengthBucketInput(TranslationInput):
+  """Per-host GNMT batches. Implements training.task.TaskData; evaluation,
+  vocabulary and references are TranslationInput's."""
+
+  @property
+  def buckets(self) -> list[tuple[int, int]]:
+    """(length, training pairs) of each bucket."""
+    if 'buckets' not in self.metadata:
+      raise ValueError(
+          f'{self.data_dir}/metadata.json has no length buckets: GNMT reads '
+          'pairs by bucket. Build its data with tools/build_translation_data'
+          '.py --layout=pairs (make gnmt_data builds the quickstart\'s).')
+    return [tuple(b) for b in self.metadata['buckets']]
+
+  @property
+  def lengths(self) -> tuple[int, ...]:
+    return tuple(length for length, _ in self.buckets)
+
+  @property
+  def num_train_examples(self) -> int:
+    """Training pairs (MLPerf's train_samples: 3,442,299 in Google's
+    logs)."""
+    return self.metadata['train_pairs']
+
+  def steps_per_bucket(self, global_batch_size: int) -> list[int]:
+    return [max(1, round(pairs / global_batch_size)) if pairs else 0
+            for _, pairs in self.buckets]
+
+  def steps_per_epoch(self, global_batch_size: int) -> float:
+    return float(sum(self.steps_per_bucket(global_batch_size)))
+
+  def _train_features(self):
+    return {k: tf.io.FixedLenFeature([self.max_length], tf.int64)
+            for k in ('inputs', 'targets')}
+
+  def check(self) -> None:
+    if self.synthetic:
+      return
+    fix = ('Rebuild DATA_DIR with tools/build_translation_data.py '
+           '--layout=pairs.')
+    for length, pairs in self.buckets:
+      if pairs:
+        files = records.list_files(bucket_pattern(self.data_dir, length))
+        records.check_record_files(files)
+        records.check_features(files[0], self._train_features(), fix=fix)
+    self.check_eval(fix)
+
+  def consumed(self, start_step: int, global_batch_size: int) -> list[int]:
+    """Batches (a replica's) each bucket's stream gave before start_step."""
+    steps = self.steps_per_bucket(global_batch_size)
+    epoch, offset = divmod(start_step, sum(steps))
+    done = np.array(steps) * epoch
+    if offset:
+      plan = epoch_plan(steps, self.seed, epoch).numpy()[:offset]
+      done += np.bincount(plan, minlength=len(steps))
+    return [int(d) for d in done]
+
+  def train_dataset(self, input_context: tf.distribute.InputContext, *,
+                    global_batch_size: int, start_step: int = 0):
+    """Per-replica batches, positioned at `start_step`; each step's
+    batches (one per local replica, consecutive) from one bucket."""
+    batch = input_context.get_per_replica_batch_size(global_batch_size)
+    if self.synthetic:
+      return self._synthetic_train(batch)
+    local_replicas = (input_context.num_replicas_in_sync //
+                      input_context.num_input_pipelines)
+    steps = self.steps_per_bucket(global_batch_size)
+    per_step = sum(steps)
+    start_epoch, offset = divmod(start_step, per_step)
+    plan = tf.data.Dataset.range(start_epoch, 2**62).flat_map(
+        records.no_autograph(lambda e: tf.data.Dataset.from_tensor_slices(
+            epoch_plan(steps, self.seed, e)))).skip(offset)
+    choice = plan.flat_map(records.no_autograph(
+        lambda b: tf.data.Dataset.from_tensors(b).repeat(local_replicas)))
+    streams = []
+    for index, ((length, _), done) in enumerate(
+        zip(self.buckets, self.consumed(start_step, global_batch_size))):
+      if not steps[index]:
+        streams.append(tf.data.Dataset.from_tensors(self._empty(batch, index)))
+        continue
+      ds = records.shuffled_epochs(
+          records.list_files(bucket_pattern(self.data_dir, length)),
+          input_context, seed=self.seed * 1009 + index, start_step=done,
+          per_replica_batch=batch, shuffle_buffer=self.shuffle_buffer,
+          cycle_length=self.cycle_length, deterministic=self.deterministic)
+      features = self._train_features()
+      ds = ds.map(records.no_autograph(
+          lambda epoch, i, raw, index=index: self._pair(
+              self._parse(raw, features), index)),
+                  num_parallel_calls=tf.data.AUTOTUNE)
+      streams.append(ds.batch(batch, drop_remainder=True))
+    ds = tf.data.Dataset.choose_from_datasets(
+        streams, choice.map(lambda b: tf.cast(b, tf.int64)))
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(
+        self._options(self.deterministic))
+
+  def _pair(self, example, index):
+    source, target = example['inputs'], example['targets']
+    return {
+        'source': source, 'target_output': target,
+        'target_input': tf.concat([[0], target[:-1]], 0),
+        'source_length': tf.reduce_sum(tf.cast(source > 0, tf.int32)),
+        'target_length': tf.reduce_sum(tf.cast(target > 0, tf.int32)),
+        'bucket': tf.constant(index, tf.int32)}
+
+  def _empty(self, batch, index):
+    """A bucket without pairs: never in a plan (choose_from_datasets
+    still needs a dataset of the element's structure)."""
+    zeros = tf.zeros([batch, self.max_length], tf.int32)
+    return {'source': zeros, 'target_output': zeros, 'target_input': zeros,
+            'source_length': tf.zeros([batch], tf.int32),
+            'target_length': tf.zeros([batch], tf.int32),
+            'bucket': tf.fill([batch], index)}
+
+  def _synthetic_train(self, batch: int):
+    """Batches of the longest bucket: pairs of max_length - 1 ids and EOS."""
+    rng = np.random.default_rng(self.seed)
+    length = self.max_length
+    ids = lambda: np.concatenate([  # noqa: E731
+        rng.integers(3, self.metadata['vocab_size'], (batch, length - 1)),
+        np.ones((batch, 1))], 1).astype(np.int32)
+    source, target = ids(), ids()
+    return records.synthetic_batches({
+        'source': source, 'target_output': target,
+        'target_input': np.pad(target[:, :-1], [[0, 0], [1, 0]]),
+        'source_length': np.full(batch, length, np.int32),
+        'target_length': np.full(batch, length, np.int32),
+        'bucket': np.full(batch, len(bucket_lengths(length)) - 1, np.int32)})
