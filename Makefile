@@ -89,6 +89,14 @@ transformer_data: data/transformer_quickstart/metadata.json
 transformer_quickstart: $(VENV)/.transformer transformer_data
 	$(PY) train.py --gin_file=gin/transformer_quickstart.gin --model_dir=runs/transformer_$$(date +%Y%m%d_%H%M%S)
 
+data/gnmt_quickstart/metadata.json: | $(VENV)/.transformer
+	$(PY) -m tools.build_translation_data --quickstart --layout=pairs --output_dir=data/gnmt_quickstart
+
+gnmt_data: data/gnmt_quickstart/metadata.json
+
+gnmt_quickstart: $(VENV)/.transformer gnmt_data
+	$(PY) train.py --gin_file=gin/gnmt_quickstart.gin --model_dir=runs/gnmt_$$(date +%Y%m%d_%H%M%S)
+
 data/ssd_quickstart/categories.json: | $(VENV)/.ssd
 	$(PY) -m tools.build_ssd_quickstart_data --output_dir=data/ssd_quickstart
 
@@ -118,4 +126,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data bert_data transformer_data ssd_data dlrm_data quickstart bert_quickstart transformer_quickstart ssd_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data bert_data transformer_data gnmt_data ssd_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart dlrm_quickstart test test-fast

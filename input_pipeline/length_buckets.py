@@ -12,9 +12,10 @@ share:
 
 - tools/build_translation_data.py --layout=pairs writes each bucket's pairs
   to its own files (`train-L<length>-*`) and counts them in metadata.json;
-- an epoch is a plan of steps, each naming one bucket: bucket b appears
-  round(pairs in b / global batch) times (at least once), in an order
-  shuffled from (seed, epoch) alone, so every host computes the same plan;
+- an epoch is a plan of pairs // global batch steps (Google's epoch),
+  each naming one bucket, the buckets' shares in proportion to their pairs
+  (at least one step each), in an order shuffled from (seed, epoch) alone,
+  so every host computes the same plan;
 - each host draws step s's batches (one per local replica, consecutive)
   from its own endless, shuffled stream of bucket plan[s]'s files.
 
@@ -68,6 +69,19 @@ def epoch_plan(steps_per_bucket: list[int], seed: int, epoch) -> tf.Tensor:
       seed=tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)]))
 
 
+def apportion(counts: list[int], steps: int) -> list[int]:
+  """`steps` shared in proportion to `counts` by largest remainders, every
+  nonzero count given at least one (so the sum may exceed `steps` when
+  there are more nonzero counts than steps)."""
+  total = sum(counts)
+  quotas = [c * steps / total for c in counts]
+  shares = [int(q) for q in quotas]
+  by_remainder = sorted(range(len(counts)), key=lambda i: shares[i] - quotas[i])
+  for i in by_remainder[:steps - sum(shares)]:
+    shares[i] += 1
+  return [max(s, 1) if c else 0 for s, c in zip(shares, counts)]
+
+
 class LengthBucketInput(TranslationInput):
   """Per-host GNMT batches. Implements training.task.TaskData; evaluation,
   vocabulary and references are TranslationInput's."""
@@ -93,8 +107,12 @@ class LengthBucketInput(TranslationInput):
     return self.metadata['train_pairs']
 
   def steps_per_bucket(self, global_batch_size: int) -> list[int]:
-    return [max(1, round(pairs / global_batch_size)) if pairs else 0
-            for _, pairs in self.buckets]
+    """An epoch's steps of each bucket: pairs // global batch steps in all
+    (Google's epoch: 3,442,299 // 8192 = 420), shared by the buckets in
+    proportion to their pairs (largest remainders), each bucket with
+    pairs at least one."""
+    return apportion([p for _, p in self.buckets],
+                     max(1, self.num_train_examples // global_batch_size))
 
   def steps_per_epoch(self, global_batch_size: int) -> float:
     return float(sum(self.steps_per_bucket(global_batch_size)))

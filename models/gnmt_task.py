@@ -82,8 +82,10 @@ class GnmtTask:
       return lambda: gnmt.label_smoothed_sum(
           *model(batch, length, training=True), self.label_smoothing)
 
-    total = tf.switch_case(batch['bucket'][0],
-                           [branch(length) for length in self.data.lengths])
+    # A bucket without pairs never comes: no graph traced (or compiled).
+    total = tf.switch_case(batch['bucket'][0], [
+        branch(length) if pairs else (lambda: tf.constant(0.0))
+        for length, pairs in self.data.buckets])
     return losses.replica_sum_summed(total), {}
 
   # -- Evaluation -----------------------------------------------------------------

@@ -12,6 +12,7 @@ import json
 import gin
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from core import config as gin_config
 from tests import helpers
@@ -362,3 +363,78 @@ def test_dlrm_pod_config_logs_googles_values(tmp_path):
   assert dlrm_task.check_table_sizes(
       task.table_sizes, GOOGLE_DLRM_TABLES,
       convert_criteo.SPARSE_FEATURES) == list(GOOGLE_DLRM_TABLES)
+
+
+# Google/results/tpu-v3-1024-TF/gnmt/result_0.txt and tpu-v4-16-TF/gnmt,
+# key by key (their logs hold no optimizer name or Adam keys).
+GOOGLE_GNMT = {
+    'global_batch_size': 8192, 'opt_base_learning_rate': 0.0045,
+    'opt_learning_rate_alt_decay_func': 'True',
+    'opt_learning_rate_alt_warmup_func': 't2t',
+    'opt_learning_rate_decay_interval': 241,
+    'opt_learning_rate_decay_factor': 0.5,
+    'opt_learning_rate_decay_steps': 4,
+    'opt_learning_rate_remain_steps': 1924,
+    'opt_learning_rate_warmup_steps': 150, 'max_sequence_length': 48,
+    'train_samples': 3442299, 'eval_samples': 3003,
+}
+GOOGLE_GNMT_V4_16 = dict(
+    GOOGLE_GNMT, global_batch_size=4096, opt_base_learning_rate=0.003,
+    opt_learning_rate_decay_interval=300, opt_learning_rate_remain_steps=3000)
+
+
+@pytest.fixture
+def wmt16_pairs_metadata(tmp_path):
+  """A DATA_DIR holding only the metadata.json of WMT16 en-de pairs at
+  MLPerf's 48 ids (made-up bucket shares of Google's 3,442,299 pairs)."""
+  buckets = [[18, 1400000], [24, 800000], [30, 550000], [36, 350000],
+             [42, 200000], [48, 142299]]
+  (tmp_path / 'metadata.json').write_text(json.dumps({
+      'vocab_size': 32317, 'max_length': 48, 'eval_length': 160,
+      'train_pairs': 3442299, 'eval_pairs': 3003, 'layout': 'pairs',
+      'buckets': buckets}))
+  return str(tmp_path)
+
+
+@pytest.mark.parametrize('gin_file, replicas, batch, google', [
+    ('gin/gnmt_pod.gin', 1024, 8192, GOOGLE_GNMT),
+    ('gin/gnmt_v4_16.gin', 8, 4096, GOOGLE_GNMT_V4_16),
+])
+def test_gnmt_configs_log_googles_values(wmt16_pairs_metadata, gin_file,
+                                         replicas, batch, google):
+  logged, lr = pod_hyperparameters(gin_file, 3003, num_replicas=replicas,
+                                   data_dir=wmt16_pairs_metadata)
+  for key, value in google.items():
+    value_logged = logged[key]
+    if isinstance(value_logged, mlperf_log.Logged):
+      assert value_logged.metadata == {'method': 'discard'}
+      value_logged = value_logged.value
+    assert value_logged == pytest.approx(value), (key, value_logged, value)
+  gin.clear_config()
+  try:
+    gin_config.parse([gin_file], [f"DATA_DIR = '{wmt16_pairs_metadata}'"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    model = task.build_model()
+    every = gin.query_parameter('%EVAL_EVERY_STEPS')
+    gradients = gin.query_parameter(
+        'distribution.gradients.GradientOptions.clip_norm')
+    assert gin.query_parameter(
+        'distribution.gradients.GradientOptions.allreduce_dtype') == 'bfloat16'
+  finally:
+    gin.clear_config()
+  assert (model.units, model.dtype, task.beam_size) == (1024, tf.bfloat16, 5)
+  assert (task.length_penalty, task.coverage_penalty,
+          task.max_decode_length) == (0.6, 0.1, 160)
+  assert gradients == 5.0
+  # An epoch is 3442299 // batch steps; eval after each logs epoch_num 1, 2.
+  assert every == 3442299 // batch == task.data.steps_per_epoch(batch)
+  assert [task.mlperf_epoch_num(s, batch) for s in (every, 2 * every)] == [
+      1.0, 2.0]
+  # Google's learning rate at their warm-up's start and end and decays.
+  start = google['opt_learning_rate_remain_steps']
+  interval = google['opt_learning_rate_decay_interval']
+  base = google['opt_base_learning_rate']
+  for step, want in ((0, base * 0.01), (150, base), (start - 1, base),
+                     (start, base), (start + interval, base / 2),
+                     (start + 10 * interval, base / 16)):
+    assert float(lr(step)) == pytest.approx(want, rel=1e-5), step

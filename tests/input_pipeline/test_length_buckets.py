@@ -88,7 +88,10 @@ def test_every_replica_of_every_host_gets_the_steps_bucket(pairs_dir):
 def test_an_epochs_plan_has_each_bucket_by_its_share(pairs_dir):
   data = LengthBucketInput(data_dir=pairs_dir, seed=3)
   steps = data.steps_per_bucket(8)
-  assert steps == [max(1, round(p / 8)) for _, p in data.buckets]
+  assert sum(steps) == data.num_train_examples // 8
+  for (_, pairs), share in zip(data.buckets, steps):
+    assert abs(share - pairs / 8) < 1
+  assert length_buckets.apportion([100, 1, 0, 50], 3) == [2, 1, 0, 1]
   for epoch in range(3):
     plan = length_buckets.epoch_plan(steps, 3, epoch).numpy()
     assert np.bincount(plan).tolist() == steps

@@ -190,3 +190,25 @@ def test_encoder_and_decoder_are_their_sequence():
   np.testing.assert_allclose(dec, o * tgt_mask[..., None], rtol=1e-4,
                              atol=1e-5)
   assert not np.any(dec.numpy()[2:, 0])  # Past the first target: zero.
+
+
+def test_one_step_decoding_is_the_teacher_forced_model():
+  model = gnmt.GNMT(vocab_size=13, units=8, seed=3)
+  source = tf.constant([[3, 4, 5, 1, 0, 0], [6, 7, 1, 0, 0, 0]])
+  target = np.array([[3, 4, 9, 1, 0], [5, 1, 0, 0, 0]], np.int32)
+  batch = {'source': source, 'source_length': tf.constant([4, 3]),
+           'target_output': target,
+           'target_input': np.pad(target[:, :-1], [[0, 0], [1, 0]]),
+           'target_length': tf.constant([4, 2])}
+  logits, _ = model(batch, 5, training=False)
+  logits = tf.reshape(logits, [5, 2, 13]).numpy()
+  state, attend = model.start_decoding(source, batch['source_length'], 1)
+  ids = tf.zeros([2], tf.int32)
+  for t in range(5):
+    step_logits, alignments, state = model.decode_step(ids, state, attend)
+    inside = t < np.array([4, 2])
+    np.testing.assert_allclose(step_logits.numpy()[inside], logits[t][inside],
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(alignments.numpy().sum(1), 1, rtol=1e-6)
+    assert not alignments.numpy()[1, 3:].any()  # Past the source.
+    ids = tf.constant(target[:, t])
