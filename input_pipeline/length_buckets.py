@@ -86,6 +86,9 @@ class LengthBucketInput(TranslationInput):
   """Per-host GNMT batches. Implements training.task.TaskData; evaluation,
   vocabulary and references are TranslationInput's."""
 
+  build_flags = ' --layout=pairs'
+  quickstart_data = 'gnmt_data'
+
   @property
   def buckets(self) -> list[tuple[int, int]]:
     """(length, training pairs) of each bucket."""

@@ -30,6 +30,10 @@ class TranslationInput:
   """Builds per-host Transformer train and eval datasets. Implements
   training.task.TaskData."""
 
+  # How its data is built, for the messages that say so.
+  build_flags = ''
+  quickstart_data = 'transformer_data'
+
   def __init__(self, *, data_dir: str, shuffle_buffer: int = 1024,
                cycle_length: int = 8, deterministic: bool = False,
                seed: int = 0, synthetic: bool = False):
@@ -62,8 +66,8 @@ class TranslationInput:
       if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
             f'{path} does not exist: DATA_DIR must be the output_dir of '
-            'tools/build_translation_data.py (make transformer_data builds '
-            'the quickstart\'s).')
+            f'tools/build_translation_data.py{self.build_flags} (make '
+            f'{self.quickstart_data} builds the quickstart\'s).')
       with tf.io.gfile.GFile(path) as f:
         self._metadata = json.load(f)
     return self._metadata

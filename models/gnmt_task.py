@@ -20,26 +20,18 @@ from typing import Callable
 
 import tensorflow as tf
 
-from input_pipeline import records
 from input_pipeline import subwords
 from input_pipeline.length_buckets import LengthBucketInput
-from models import bleu
 from models import gnmt
 from models import gnmt_beam_search
+from models.translation_task import BleuTranslation
 from training import losses
-from training import mlperf_log
 
 
-class GnmtTask:
+class GnmtTask(BleuTranslation):
   """MLPerf GNMT (WMT16 English-German). Implements training.task.Task."""
 
   mlperf_benchmark = 'gnmt'
-  quality_name = 'BLEU'
-  quality_tag = 'bleu'
-  eval_sum_names = ('examples',)
-  eval_output_dtypes = {'ids': tf.int32, 'index': tf.int32,
-                        'mask': tf.float32}
-  higher_is_better = True
 
   def __init__(self, *, model: Callable[..., gnmt.GNMT],
                data: LengthBucketInput, target_bleu: float = 0.24,
@@ -96,48 +88,9 @@ class GnmtTask:
     batch = inputs.shape[0]
     lengths = tf.reduce_sum(tf.cast(inputs > 0, tf.int32), 1)
     state, source = model.start_decoding(inputs, lengths, self.beam_size)
-
-    def step(ids, state):
-      logits, alignments, state = model.decode_step(ids, state, source)
-      return logits, alignments, state
-
     return gnmt_beam_search.beam_search(
-        step, state, batch=batch, beam_size=self.beam_size,
-        max_length=self.max_decode_length, vocab_size=model.vocab_size,
+        lambda ids, state: model.decode_step(ids, state, source), state,
+        batch=batch, beam_size=self.beam_size, max_length=self.max_decode_length, vocab_size=model.vocab_size,
         source_length=inputs.shape[1], length_penalty=self.length_penalty,
         coverage_penalty=self.coverage_penalty, eos_id=subwords.EOS_ID,
         start_id=subwords.PAD_ID)
-
-  def eval_sums(self, model, batch) -> dict:
-    del model
-    return {'examples': tf.reduce_sum(batch['mask'])}
-
-  def eval_outputs(self, model, batch) -> dict:
-    return {'ids': self.translate(model, batch['inputs']),
-            'index': batch['index'], 'mask': batch['mask']}
-
-  def host_metric(self) -> bleu.BleuMetric:
-    return bleu.BleuMetric(
-        vocab=self.data.vocab, references=self.data.references(),
-        processes=self.metric_processes)
-
-  @staticmethod
-  def quality(metrics: dict) -> float:
-    return float(metrics['bleu'])
-
-  # -- MLPerf ---------------------------------------------------------------------
-
-  def mlperf_params(self, *, per_replica_batch_size: int,
-                    num_replicas: int) -> dict:
-    del per_replica_batch_size, num_replicas
-    return {'max_sequence_length': mlperf_log.Logged(
-        self.data.max_length, {'method': 'discard'})}
-
-  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
-    """Epochs in whole steps (an epoch is the bucket plan's steps)."""
-    steps = max(1, round(self.data.steps_per_epoch(global_batch_size)))
-    return round(step / steps, 4)
-
-  def explain_input_error(self, error: Exception) -> str | None:
-    return records.explain_data_loss(
-        error, (self.data.data_dir + '/train-L*', self.data.eval_files))

@@ -20,14 +20,12 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from input_pipeline import records
 from input_pipeline import subwords
 from input_pipeline.translation import TranslationInput
 from models import beam_search
-from models import bleu
 from models.transformer import Transformer
+from models.translation_task import BleuTranslation
 from training import losses
-from training import mlperf_log
 
 
 def smoothed_cross_entropy(logits, labels, uncertainty: float):
@@ -48,16 +46,10 @@ def smoothed_cross_entropy(logits, labels, uncertainty: float):
   return xent - normalizing
 
 
-class TransformerTask:
+class TransformerTask(BleuTranslation):
   """MLPerf Transformer (WMT English-German). Implements training.task.Task."""
 
   mlperf_benchmark = 'transformer'
-  quality_name = 'BLEU'
-  quality_tag = 'bleu'
-  eval_sum_names = ('examples',)
-  eval_output_dtypes = {'ids': tf.int32, 'index': tf.int32,
-                        'mask': tf.float32}
-  higher_is_better = True
 
   def __init__(self, *, model: Callable[..., Transformer],
                data: TranslationInput, target_bleu: float = 0.25,
@@ -166,42 +158,6 @@ class TransformerTask:
       return model.decode_step(ids, position, cache, source, growing=False)
 
     return step, (ids, tf.constant(0), cache, source), max_length
-
-  def eval_sums(self, model, batch) -> dict:
-    del model
-    return {'examples': tf.reduce_sum(batch['mask'])}
-
-  def eval_outputs(self, model, batch) -> dict:
-    return {'ids': self.translate(model, batch['inputs']),
-            'index': batch['index'], 'mask': batch['mask']}
-
-  def host_metric(self) -> bleu.BleuMetric:
-    return bleu.BleuMetric(
-        vocab=self.data.vocab, references=self.data.references(),
-        processes=self.metric_processes)
-
-  @staticmethod
-  def quality(metrics: dict) -> float:
-    return float(metrics['bleu'])
-
-  # -- MLPerf ---------------------------------------------------------------------
-
-  def mlperf_params(self, *, per_replica_batch_size: int,
-                    num_replicas: int) -> dict:
-    del per_replica_batch_size, num_replicas
-    return {'max_sequence_length': mlperf_log.Logged(
-        self.data.max_length, {'method': 'discard'})}
-
-  def mlperf_epoch_num(self, step: int, global_batch_size: int) -> float:
-    """Epochs of a whole number of steps, as Google's v0.7 logs count them
-    (566,340 rows / 2048 = 276.5: an epoch is 277 steps, eval after the
-    first logs epoch_num 1)."""
-    steps = max(1, round(self.data.steps_per_epoch(global_batch_size)))
-    return round(step / steps, 4)
-
-  def explain_input_error(self, error: Exception) -> str | None:
-    return records.explain_data_loss(
-        error, (self.data.train_files, self.data.eval_files))
 
   # -- Export ---------------------------------------------------------------------
 

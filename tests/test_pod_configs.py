@@ -99,15 +99,21 @@ def test_pod_config_logs_googles_values(gin_file, eval_examples, build_model,
     assert logged[key] == pytest.approx(value), (key, logged[key], value)
 
 
-def test_transformer_pod_config_logs_googles_values(wmt_metadata):
-  logged, lr = pod_hyperparameters('gin/transformer_pod.gin', 3003,
-                                    data_dir=wmt_metadata)
-  for key, value in GOOGLE_TRANSFORMER.items():
+def assert_translation_keys(logged, google):
+  """Every key of Google's log logged with its value; max_sequence_length
+  with its method 'discard'."""
+  for key, value in google.items():
     value_logged = logged[key]
     if isinstance(value_logged, mlperf_log.Logged):
       assert value_logged.metadata == {'method': 'discard'}
       value_logged = value_logged.value
     assert value_logged == pytest.approx(value), (key, value_logged, value)
+
+
+def test_transformer_pod_config_logs_googles_values(wmt_metadata):
+  logged, lr = pod_hyperparameters('gin/transformer_pod.gin', 3003,
+                                    data_dir=wmt_metadata)
+  assert_translation_keys(logged, GOOGLE_TRANSFORMER)
   # Lingvo's TransformerMLPerfSchedule with model_dim 1024.
   for step in (0, 100, 831, 2770):
     assert float(lr(step)) == pytest.approx(
@@ -404,12 +410,7 @@ def test_gnmt_configs_log_googles_values(wmt16_pairs_metadata, gin_file,
                                          replicas, batch, google):
   logged, lr = pod_hyperparameters(gin_file, 3003, num_replicas=replicas,
                                    data_dir=wmt16_pairs_metadata)
-  for key, value in google.items():
-    value_logged = logged[key]
-    if isinstance(value_logged, mlperf_log.Logged):
-      assert value_logged.metadata == {'method': 'discard'}
-      value_logged = value_logged.value
-    assert value_logged == pytest.approx(value), (key, value_logged, value)
+  assert_translation_keys(logged, google)
   gin.clear_config()
   try:
     gin_config.parse([gin_file], [f"DATA_DIR = '{wmt16_pairs_metadata}'"])

@@ -108,3 +108,13 @@ def test_dlrm_quickstart_trains_under_the_tpu_build(dlrm_data, tmp_path):
       'DECAY_STEPS': 2, **SHORT})
   assert_trained(done, model_dir, 4)
 
+
+
+def test_gnmt_quickstart_trains_under_the_tpu_build(gnmt_data, tmp_path):
+  data_dir, _ = gnmt_data
+  model_dir = str(tmp_path / 'gnmt')
+  done = train('gnmt_quickstart.gin', model_dir, {
+      'DATA_DIR': repr(data_dir), 'UNITS': 32, 'BEAM_SIZE': 2,
+      'MAX_DECODE_LENGTH': 4, 'WARMUP_STEPS': 2, 'DECAY_START_STEP': 2,
+      **SHORT})
+  assert_trained(done, model_dir, 4)
