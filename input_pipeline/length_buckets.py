@@ -96,7 +96,8 @@ class LengthBucketInput(TranslationInput):
       raise ValueError(
           f'{self.data_dir}/metadata.json has no length buckets: GNMT reads '
           'pairs by bucket. Build its data with tools/build_translation_data'
-          '.py --layout=pairs (make gnmt_data builds the quickstart\'s).')
+          f'.py{self.build_flags} (make {self.quickstart_data} builds the '
+          'quickstart\'s).')
     return [tuple(b) for b in self.metadata['buckets']]
 
   @property
@@ -136,9 +137,9 @@ class LengthBucketInput(TranslationInput):
         records.check_features(files[0], self._train_features(), fix=fix)
     self.check_eval(fix)
 
-  def consumed(self, start_step: int, global_batch_size: int) -> list[int]:
-    """Batches (a replica's) each bucket's stream gave before start_step."""
-    steps = self.steps_per_bucket(global_batch_size)
+  def consumed(self, start_step: int, steps: list[int]) -> list[int]:
+    """Batches (a replica's) each bucket's stream gave before start_step,
+    given the epoch's `steps_per_bucket`."""
     epoch, offset = divmod(start_step, sum(steps))
     done = np.array(steps) * epoch
     if offset:
@@ -156,16 +157,16 @@ class LengthBucketInput(TranslationInput):
     local_replicas = (input_context.num_replicas_in_sync //
                       input_context.num_input_pipelines)
     steps = self.steps_per_bucket(global_batch_size)
-    per_step = sum(steps)
-    start_epoch, offset = divmod(start_step, per_step)
+    start_epoch, offset = divmod(start_step, sum(steps))
     plan = tf.data.Dataset.range(start_epoch, 2**62).flat_map(
         records.no_autograph(lambda e: tf.data.Dataset.from_tensor_slices(
             epoch_plan(steps, self.seed, e)))).skip(offset)
     choice = plan.flat_map(records.no_autograph(
         lambda b: tf.data.Dataset.from_tensors(b).repeat(local_replicas)))
+    features = self._train_features()
     streams = []
     for index, ((length, _), done) in enumerate(
-        zip(self.buckets, self.consumed(start_step, global_batch_size))):
+        zip(self.buckets, self.consumed(start_step, steps))):
       if not steps[index]:
         streams.append(tf.data.Dataset.from_tensors(self._empty(batch, index)))
         continue
@@ -174,7 +175,6 @@ class LengthBucketInput(TranslationInput):
           input_context, seed=self.seed * 1009 + index, start_step=done,
           per_replica_batch=batch, shuffle_buffer=self.shuffle_buffer,
           cycle_length=self.cycle_length, deterministic=self.deterministic)
-      features = self._train_features()
       ds = ds.map(records.no_autograph(
           lambda epoch, i, raw, index=index: self._pair(
               self._parse(raw, features), index)),

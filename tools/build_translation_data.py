@@ -13,7 +13,7 @@ training rows, eval records with their reference text.
       --output_dir=data/transformer_quickstart
   # GNMT's: pairs in length buckets, not packed rows.
   python -m tools.build_translation_data --quickstart --layout=pairs \
-      --max_length=48 --output_dir=data/gnmt_quickstart
+      --output_dir=data/gnmt_quickstart
 
 Writes to output_dir (local or gs://):
   vocab.txt              the shared subword vocabulary (input_pipeline/
@@ -254,7 +254,6 @@ def build(*, output_dir: str, train_pairs: list[tuple],
       by_bucket[length_buckets.bucket_of(len(s), len(t), lengths)].append(
           _example({'inputs': np.pad(s, (0, max_length - len(s))),
                     'targets': np.pad(t, (0, max_length - len(t)))}))
-    rows = [r for bucket in by_bucket for r in bucket]
 
   eval_ids = encode_pairs(vocab, eval_pairs)
   eval_too_long = 0
@@ -276,8 +275,7 @@ def build(*, output_dir: str, train_pairs: list[tuple],
 
   metadata = {
       'vocab_size': len(vocab), 'max_length': max_length,
-      'packed_length': packed_length, 'eval_length': eval_length,
-      'train_rows': len(rows), 'train_pairs': len(kept),
+      'eval_length': eval_length, 'train_pairs': len(kept),
       'train_pairs_too_long': len(train_ids) - len(kept),
       'train_pairs_empty': empty_train, 'eval_pairs': len(eval_records),
       'eval_pairs_empty': empty_eval, 'eval_pairs_too_long': eval_too_long,
@@ -286,6 +284,7 @@ def build(*, output_dir: str, train_pairs: list[tuple],
   }
   tf.io.gfile.makedirs(output_dir)
   if layout == 'packed':
+    metadata.update(packed_length=packed_length, train_rows=len(rows))
     write_shards(rows, shard_names(output_dir, 'train', train_shards))
   else:
     metadata['buckets'] = [[l, len(b)] for l, b in zip(lengths, by_bucket)]
