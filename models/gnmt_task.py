@@ -90,7 +90,8 @@ class GnmtTask(BleuTranslation):
     state, source = model.start_decoding(inputs, lengths, self.beam_size)
     return gnmt_beam_search.beam_search(
         lambda ids, state: model.decode_step(ids, state, source), state,
-        batch=batch, beam_size=self.beam_size, max_length=self.max_decode_length, vocab_size=model.vocab_size,
+        batch=batch, beam_size=self.beam_size,
+        max_length=self.max_decode_length, vocab_size=model.vocab_size,
         source_length=inputs.shape[1], length_penalty=self.length_penalty,
         coverage_penalty=self.coverage_penalty, eos_id=subwords.EOS_ID,
         start_id=subwords.PAD_ID)
