@@ -56,34 +56,41 @@ def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
 
 
 def _over_time(cell, inputs, state, outputs, longest, reverse=False):
-  """Their `build_rnn`'s loop: `cell(state, x)` -> (state, outputs) at
-  the steps below `longest` (forward, or backward from longest - 1); at
-  the later steps the state is kept and the outputs are zero. Every step
-  runs (static shapes), so a backward loop's state is still the initial
-  one when it reaches longest - 1, where theirs starts.
+  """Their `build_rnn`'s loop: `cell(state, x)` -> state at the steps
+  below `longest` (forward, or backward from longest - 1); at the later
+  steps the state is kept and the outputs are zero. Every step runs (static
+  shapes), so a backward loop's state is still the initial one when it
+  reaches longest - 1, where theirs starts.
+
+  The loop carries the state alone and the outputs are picked from the
+  stacked states after it: in the loop's gradient no tensor of a step has
+  more than two consumers, so grappler's memory optimizer has no AddN of
+  three to turn into an AccumulateNV2 temporary (under TensorFlow 2.20 that
+  temporary outlived a device call and the next one stopped on it; see
+  docs/gnmt.md).
 
   Args:
-    cell: (state tuple, step's inputs tuple) -> (state, outputs) tuples.
+    cell: (state tuple, step's inputs tuple) -> state tuple.
     inputs: a tuple of [time, ...] tensors.
-    state, outputs: tuples of initial tensors (outputs: their shapes).
+    state: a tuple of initial tensors.
+    outputs: the indices in the state of the outputs wanted.
     longest: the batch's longest sequence.
 
   Returns:
     The outputs of every step, each [time, ...].
   """
-  count = len(state)
 
   def step(carry, elems):
     *x, t = elems
-    new_state, new_out = cell(carry[:count], tuple(x))
-    run = t < longest
-    return (tuple(tf.where(run, n, o) for n, o in zip(new_state,
-                                                       carry[:count])) +
-            tuple(tf.where(run, n, tf.zeros_like(n)) for n in new_out))
+    return tuple(tf.where(t < longest, n, o)
+                 for n, o in zip(cell(carry, tuple(x)), carry))
 
   steps = tf.range(tf.shape(inputs[0])[0])
-  return tf.scan(step, (*inputs, steps), initializer=state + outputs,
-                 reverse=reverse)[count:]
+  states = tf.scan(step, (*inputs, steps), initializer=state,
+                   reverse=reverse)
+  run = tf.reshape(steps < longest, [-1, 1, 1])
+  return tuple(tf.where(run, states[i], tf.zeros_like(states[i]))
+               for i in outputs)
 
 
 def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
@@ -109,15 +116,20 @@ def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
     padding = tf.ones(tf.shape(gate_inputs)[:2], dtype)
 
   def cell(state, x):
-    h, c = lstm_step(x[0], *state, kernel, bias, x[1])
-    return (h, c), (h,)
+    return lstm_step(x[0], *state, kernel, bias, x[1])
 
   zeros = tf.zeros([batch, kernel.shape[0]], dtype)
   return _over_time(cell, (gate_inputs, tf.cast(padding, dtype)),
-                    (zeros, zeros), (zeros,), max_length, reverse)[0]
+                    (zeros, zeros), (0,), max_length, reverse)[0]
 
 
-def normalized_bahdanau(h, keys, values, source_mask, query_kernel, v, g, b):
+def normed_score_vector(v, g):
+  """Their normalized Bahdanau's score vector: g v / |v|."""
+  return g * v * tf.math.rsqrt(tf.reduce_sum(tf.square(v)))
+
+
+def normalized_bahdanau(h, keys, values, source_mask, query_kernel, normed_v,
+                        b):
   """Attention of the decoder's first layer over the encoder outputs.
 
   Args:
@@ -125,13 +137,13 @@ def normalized_bahdanau(h, keys, values, source_mask, query_kernel, v, g, b):
     keys: [source time, batch, units], encoder outputs x memory kernel.
     values: [source time, batch, units], the encoder outputs.
     source_mask: [batch, source time], 1 inside the source.
-    query_kernel: [units, units]; v: [units]; g: a scalar; b: [units].
+    query_kernel: [units, units]; normed_v: [units], `normed_score_vector`
+      (computed once, outside the time loop); b: [units].
 
   Returns:
     (context [batch, units], alignments [batch, source time]).
   """
   query = tf.expand_dims(tf.matmul(h, query_kernel), 0)
-  normed_v = g * v * tf.math.rsqrt(tf.reduce_sum(tf.square(v)))
   score = tf.transpose(tf.reduce_sum(normed_v * tf.tanh(keys + query + b), 2))
   score = tf.where(source_mask > 0.5, score,
                    tf.fill(tf.shape(score), tf.constant(-float('inf'),
@@ -202,7 +214,7 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
     [target time, batch, units], zero past each target.
   """
   drop = drop or (lambda x: x)
-  a = weights['attention']
+  a = attention_weights(weights['attention'])
   mask = tf.expand_dims(tf.cast(target_mask, emb.dtype), 2)
   longest = _longest(target_mask)
   keys = _project(encoder_out, a['memory_kernel'])
@@ -211,15 +223,18 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
   batch, units = emb.shape[1], a['kernel'].shape[0]
 
   def cell(state, x):
-    state, _ = attention_step(x[0], state, a, keys, encoder_out, attend)
-    return state, state[::2]
+    return attention_step(x[0], state, a, keys, encoder_out, attend)[0]
 
   zeros = tf.zeros([batch, units], emb.dtype)
-  out, context = _over_time(cell, (gates_x,), (zeros,) * 3, (zeros,) * 2,
-                            longest)
+  out, context = _over_time(cell, (gates_x,), (zeros,) * 3, (0, 2), longest)
+  # Each layer reads the context through one broadcast: three direct reads
+  # would sum their gradients in an AddN of three (see `_over_time`).
+  count = len(weights['layers'])
+  contexts = tf.unstack(tf.broadcast_to(
+      context, tf.concat([[count], tf.shape(context)], 0)), num=count)
   for i, (input_kernel, kernel, bias) in enumerate(weights['layers']):
     below = out
-    inputs = drop(tf.concat([out, context], -1))
+    inputs = drop(tf.concat([out, contexts[i]], -1))
     out = lstm_layer(_project(inputs, input_kernel), kernel, bias, longest)
     if i > 0:
       out += below
@@ -244,6 +259,16 @@ def label_smoothed_sum(logits, targets, smoothing: float):
   return tf.reduce_sum(log_sum_exp - tf.reduce_sum(logits * labels, -1))
 
 
+def attention_weights(a):
+  """The attention layer's weights as `attention_step` takes them: v and g
+  replaced by `normed_score_vector` (once a sequence, not once a step: in
+  the time loop's gradient, v would be a tensor of three consumers, the
+  AddN grappler's memory optimizer rewrites, see `_over_time`)."""
+  a = dict(a)
+  a['normed_v'] = normed_score_vector(a.pop('v'), a.pop('g'))
+  return a
+
+
 def attention_step(gates_x, state, a, keys, values, attend):
   """One step of the decoder's attention layer: input feeding (the previous
   context x attention_kernel added to the gates), the LSTM, then the
@@ -252,7 +277,7 @@ def attention_step(gates_x, state, a, keys, values, attend):
   Args:
     gates_x: [batch, 4 units], the step's input x input_kernel.
     state: (h, c, context).
-    a: the attention layer's weights (see `decoder`).
+    a: the attention layer's weights by `attention_weights`.
     keys, values: [source time, batch, units]; attend: [batch, source time].
 
   Returns:
@@ -262,7 +287,7 @@ def attention_step(gates_x, state, a, keys, values, attend):
   gates = gates_x + tf.matmul(context, a['attention_kernel'])
   h, c = lstm_step(gates, h, c, a['kernel'], a['bias'])
   context, alignments = normalized_bahdanau(
-      h, keys, values, attend, a['query_kernel'], a['v'], a['g'], a['b'])
+      h, keys, values, attend, a['query_kernel'], a['normed_v'], a['b'])
   return (h, c, context), alignments
 
 
@@ -413,7 +438,7 @@ class GNMT(tf.Module):
     """(logits [n, vocab] float32, alignments [n, source time], new state)
     for the previous tokens `ids` [n]."""
     weights = _weights_in(self.decoder_weights, self.dtype)
-    a = weights['attention']
+    a = attention_weights(weights['attention'])
     emb = tf.cast(tf.gather(self.target_embedding, ids), self.dtype)
     (h, c, context), alignments = attention_step(
         tf.matmul(emb, a['input_kernel']), state[0], a, *source)

@@ -43,7 +43,7 @@ def test_normalized_bahdanau_is_their_attention():
   b = rng.normal(size=units).astype(np.float32)
   g = np.float32(np.sqrt(1 / units))  # Their initial value.
   context, alignments = gnmt.normalized_bahdanau(
-      h, keys, values, mask, query_kernel, v, g, b)
+      h, keys, values, mask, query_kernel, gnmt.normed_score_vector(v, g), b)
   normed_v = g * v / np.sqrt(np.sum(v**2))
   score = np.sum(normed_v * np.tanh(keys + (h @ query_kernel)[None] + b),
                  2).T
@@ -212,3 +212,33 @@ def test_one_step_decoding_is_the_teacher_forced_model():
     np.testing.assert_allclose(alignments.numpy().sum(1), 1, rtol=1e-6)
     assert not alignments.numpy()[1, 3:].any()  # Past the source.
     ids = tf.constant(target[:, t])
+
+
+def test_no_addn_of_more_than_two_in_the_gradient():
+  """Grappler's memory optimizer turns an AddN of three or more into a
+  TemporaryVariable; inside a time loop's gradient that temporary outlived
+  a device call under TensorFlow 2.20 (docs/gnmt.md). The model's graph
+  keeps every AddN, loops' bodies included, at two inputs."""
+  model = gnmt.GNMT(vocab_size=11, units=4, seed=1)
+  length = 5
+  batch = {'source': tf.ones([2, length], tf.int32),
+           'source_length': tf.constant([5, 3]),
+           'target_input': tf.ones([2, length], tf.int32),
+           'target_output': tf.ones([2, length], tf.int32),
+           'target_length': tf.constant([4, 2])}
+
+  @tf.function
+  def gradient():
+    with tf.GradientTape() as tape:
+      logits, targets = model(batch, length, training=True)
+      loss = gnmt.label_smoothed_sum(logits, targets, 0.1)
+    return tape.gradient(loss, model.trainable_variables)
+
+  graph = gradient.get_concrete_function().graph.as_graph_def()
+  bodies = [f for f in graph.library.function if 'grad' in f.signature.name]
+  assert any('while' in f.signature.name for f in bodies)  # Loops seen.
+  wide = [(f.signature.name, n.name) for f in graph.library.function
+          for n in f.node_def if n.op == 'AddN' and n.attr['N'].i > 2]
+  wide += [('outer', n.name) for n in graph.node
+           if n.op == 'AddN' and n.attr['N'].i > 2]
+  assert not wide

@@ -111,15 +111,6 @@ def test_dlrm_quickstart_trains_under_the_tpu_build(dlrm_data, tmp_path):
   assert_trained(done, model_dir, 4)
 
 
-
-@pytest.mark.xfail(strict=True, reason=(
-    'TensorFlow 2.20 (tensorflow-tpu) on its CPU kernels: the second '
-    'device call of the GNMT train loop stops with AlreadyExistsError on '
-    'an AccumulateNV2 temporary (".../scan_5/while_grad/.../AddN_10/'
-    'tmp_var") that grappler makes in the attention loop\'s gradient; '
-    'with its dependency optimization off it trains, and TensorFlow 2.21 '
-    '(the main venv) trains. Strict: this test fails once the build trains, so the mark '
-    'comes off then (docs/gnmt.md).'))
 def test_gnmt_quickstart_trains_under_the_tpu_build(gnmt_data, tmp_path):
   data_dir, _ = gnmt_data
   model_dir = str(tmp_path / 'gnmt')
