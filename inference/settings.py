@@ -12,6 +12,7 @@ import math
 import os
 import re
 import tempfile
+from typing import Mapping
 
 import mlperf_loadgen as lg
 
@@ -100,38 +101,84 @@ def check_user_conf(path: str, model: str = '') -> None:
 
 
 def make_settings(*, model: str, scenario: str, mode: str,
-                  user_conf: str = '', **values) -> lg.TestSettings:
-  """TestSettings for `scenario`/`mode`: defaults, then user.conf, then values.
+                  user_conf: str = '', defaults: Mapping | None = None,
+                  **values) -> lg.TestSettings:
+  """TestSettings for `scenario`/`mode`: LoadGen's defaults, the model's,
+  then user.conf, then values.
 
   Args:
     model: the model name user.conf lines use (e.g. resnet50).
     scenario: SingleStream, MultiStream, Server or Offline.
     mode: performance or accuracy.
     user_conf: optional user.conf path.
+    defaults: TestSettings attributes of the model's benchmark where
+      LoadGen's built-in mlperf.conf has none (the task's
+      `inference_settings` of this scenario). Reading a user.conf makes
+      LoadGen apply its mlperf.conf first, whose `*` lines would override
+      them; each is set again unless the user.conf itself sets it.
     **values: TestSettings attributes to set last (e.g. min_duration_ms).
   """
   if scenario not in SCENARIOS:
     raise ValueError(f'Unknown scenario {scenario!r}: {sorted(SCENARIOS)}.')
   if mode not in MODES:
     raise ValueError(f'Unknown mode {mode!r}: {sorted(MODES)}.')
-  settings = lg.TestSettings()
-  settings.scenario, settings.mode = SCENARIOS[scenario], MODES[mode]
+  defaults = dict(defaults or {})
+
+  def fresh():
+    settings = lg.TestSettings()
+    settings.scenario, settings.mode = SCENARIOS[scenario], MODES[mode]
+    for key, value in defaults.items():
+      setattr(settings, key, value)
+    return settings
+
+  settings = fresh()
   if user_conf:
     check_user_conf(user_conf, model)
     read_user_conf(settings, user_conf, model, scenario)
+    given = keys_user_conf_sets(user_conf, model, scenario, defaults)
+    for key, value in defaults.items():
+      if key not in given:
+        setattr(settings, key, value)
   for key, value in values.items():
     if value is not None:
       setattr(settings, key, value)
   return settings
 
 
-def _from_config(settings, lines: list[str], model: str, scenario: str) -> bool:
+# LoadGen's FromConfig conf_type: 1 is a user.conf (the first one read in a
+# process makes LoadGen apply its built-in mlperf.conf before it); any
+# other non-zero type reads the file alone.
+USER_CONF, FILE_ALONE = 1, 2
+
+
+def _from_config(settings, lines: list[str], model: str, scenario: str,
+                 conf_type: int = USER_CONF) -> bool:
   with tempfile.NamedTemporaryFile('w', suffix='.conf', delete=False) as f:
     f.write(''.join(line + '\n' for line in lines))
   try:
-    return settings.FromConfig(f.name, model, scenario) == 0
+    return settings.FromConfig(f.name, model, scenario, conf_type) == 0
   finally:
     os.remove(f.name)
+
+
+def keys_user_conf_sets(path: str, model: str, scenario: str,
+                        keys) -> set[str]:
+  """Which of the TestSettings attributes `keys` the user.conf's lines set
+  for this model and scenario, as LoadGen reads them (the file alone, no
+  mlperf.conf): read into two settings holding different values of each
+  key, the keys it sets end equal."""
+  lines = [text for _, text in user_conf_lines(path)]
+  probes = []
+  for offset in (1, 2):
+    probe = lg.TestSettings()
+    for key in keys:
+      value = getattr(probe, key)
+      setattr(probe, key, value + offset if isinstance(value, int)
+              else value / 4 * offset)
+    _from_config(probe, lines, model, scenario, FILE_ALONE)
+    probes.append(probe)
+  return {key for key in keys
+          if getattr(probes[0], key) == getattr(probes[1], key)}
 
 
 def read_user_conf(settings, path: str, model: str, scenario: str) -> None:

@@ -124,6 +124,7 @@ class BertPretrainingTask(SumsOnly):  # Accuracy: a ratio of sums.
   inference_output = ('masked_lm_predictions', 'int32')
   inference_references = ('masked_lm_ids', 'masked_lm_weights')
   inference_performance_samples = 10833  # MLPerf Inference's for bert.
+  inference_settings = {}  # LoadGen's mlperf.conf has the model.
 
   @staticmethod
   def inference_inputs(batch: dict) -> dict:

@@ -144,6 +144,7 @@ class DlrmTask:
   inference_output = ('score', 'float32')
   inference_references = ('label',)
   inference_performance_samples = 204800  # MLPerf Inference DLRM's.
+  inference_settings = {}  # LoadGen's mlperf.conf has the model.
 
   @staticmethod
   def inference_inputs(batch: dict) -> dict:

@@ -111,7 +111,8 @@ def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
   Returns:
     h of every step, [time, batch, units].
   """
-  batch, dtype = gate_inputs.shape[1], gate_inputs.dtype
+  batch = gate_inputs.shape[1] or tf.shape(gate_inputs)[1]  # None: serving.
+  dtype = gate_inputs.dtype
   if padding is None:
     padding = tf.ones(tf.shape(gate_inputs)[:2], dtype)
 
@@ -220,7 +221,8 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
   keys = _project(encoder_out, a['memory_kernel'])
   attend = tf.transpose(tf.cast(source_mask, emb.dtype))
   gates_x = _project(drop(emb), a['input_kernel'])
-  batch, units = emb.shape[1], a['kernel'].shape[0]
+  batch = emb.shape[1] or tf.shape(emb)[1]  # None when serving.
+  units = a['kernel'].shape[0]
 
   def cell(state, x):
     return attention_step(x[0], state, a, keys, encoder_out, attend)[0]

@@ -79,7 +79,7 @@ def _coverage(accumulated):
 def _gather(t, parents, batch, beams):
   """Rows [batch * beams, ...] picked by parent beam [batch, beams]."""
   shaped = tf.reshape(t, [batch, beams, *t.shape[1:]])
-  return tf.reshape(tf.gather(shaped, parents, batch_dims=1), t.shape)
+  return tf.reshape(tf.gather(shaped, parents, batch_dims=1), tf.shape(t))
 
 
 def beam_search(step_fn: Callable, state, *, batch: int, beam_size: int,
@@ -93,7 +93,8 @@ def beam_search(step_fn: Callable, state, *, batch: int, beam_size: int,
       source_length], new state), n = batch x beam_size, a sentence's
       hypotheses adjacent; the state's tensors have n rows.
     state: the initial state, already repeated for the beams.
-    batch, beam_size: sentences and K (MLPerf: 5).
+    batch, beam_size: sentences (a tensor when not static: serving) and K
+      (MLPerf: 5).
     max_length: decoding steps at most (MLPerf: 160).
     vocab_size: logits' width.
     source_length: the alignments' width.

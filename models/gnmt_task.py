@@ -32,6 +32,7 @@ class GnmtTask(BleuTranslation):
   """MLPerf GNMT (WMT16 English-German). Implements training.task.Task."""
 
   mlperf_benchmark = 'gnmt'
+  inference_model = 'gnmt'  # MLPerf Inference v0.5's name.
 
   def __init__(self, *, model: Callable[..., gnmt.GNMT],
                data: LengthBucketInput, target_bleu: float = 0.24,
@@ -85,7 +86,7 @@ class GnmtTask(BleuTranslation):
   def translate(self, model, inputs):
     """Decoded ids [batch, max_decode_length] of sources [batch, eval
     length] (EOS-terminated, zero-padded)."""
-    batch = inputs.shape[0]
+    batch = inputs.shape[0] or tf.shape(inputs)[0]  # None when serving.
     lengths = tf.reduce_sum(tf.cast(inputs > 0, tf.int32), 1)
     state, source = model.start_decoding(inputs, lengths, self.beam_size)
     return gnmt_beam_search.beam_search(

@@ -118,6 +118,7 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
   inference_output = ('classes', 'int32')
   inference_references = ('label',)
   inference_performance_samples = 1024  # MLPerf Inference's for resnet50.
+  inference_settings = {}  # LoadGen's mlperf.conf has the model.
 
   @staticmethod
   def inference_inputs(batch: dict) -> dict:

@@ -252,6 +252,7 @@ class SsdTask:
   inference_output = ('detections', 'float32')
   inference_references = ('image_id', 'raw_shape')
   inference_performance_samples = 64  # MLPerf Inference's for ssd-resnet34.
+  inference_settings = {}  # LoadGen's mlperf.conf has the model.
 
   @staticmethod
   def inference_inputs(batch: dict) -> dict:

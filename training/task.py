@@ -229,11 +229,14 @@ class Task(Protocol):
   # (name, numpy dtype); which eval fields the quality is judged against;
   # MLPerf Inference's performance sample count (the samples LoadGen holds
   # in memory at once); the serving inputs of an eval batch; the quality of
-  # the responses (index -> array) against the eval references.
+  # the responses (index -> array) against the eval references; and, by
+  # scenario, TestSettings attributes of the model's benchmark that
+  # LoadGen's built-in mlperf.conf lacks (empty where it has them).
   inference_model: str
   inference_output: tuple[str, str]
   inference_references: tuple[str, ...]
   inference_performance_samples: int
+  inference_settings: Mapping[str, Mapping[str, float]]
 
   def inference_inputs(self, batch: dict) -> dict:
     """Serving-signature inputs from an eval-pipeline batch."""
