@@ -14,6 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from input_pipeline import bpe
 from input_pipeline import packing
 from input_pipeline import records
 from input_pipeline import subwords
@@ -73,10 +74,15 @@ class TranslationInput:
     return self._metadata
 
   @property
-  def vocab(self) -> subwords.SubwordVocab:
-    """The data's vocabulary, read once."""
+  def vocab(self) -> subwords.SubwordVocab | bpe.BpeVocab:
+    """The data's vocabulary, read once: this suite's subwords, or the
+    GNMT reference's BPE tokens (metadata `vocab_format`)."""
     if self._vocab is None:
-      self._vocab = subwords.SubwordVocab.load(self.vocab_file)
+      if self.metadata.get('vocab_format', 'subword') == 'bpe':
+        self._vocab = bpe.BpeVocab.load(
+            self.vocab_file, lang=self.metadata.get('target_lang', 'de'))
+      else:
+        self._vocab = subwords.SubwordVocab.load(self.vocab_file)
     return self._vocab
 
   @property

@@ -14,11 +14,21 @@ training rows, eval records with their reference text.
   # GNMT's: pairs in length buckets, not packed rows.
   python -m tools.build_translation_data --quickstart --layout=pairs \
       --output_dir=data/gnmt_quickstart
+  # The MLPerf GNMT reference's data from WMT16's raw text: Moses tokens,
+  # its cleaning, a joint BPE of 32,000 merges (or its own bpe.32000 and
+  # vocab.bpe.32000 with --bpe_codes and --vocab_file), length buckets.
+  python -m tools.build_translation_data --vocab_format=bpe --layout=pairs \
+      --train_source=train.en --train_target=train.de \
+      --eval_source=newstest2014.en --eval_target=newstest2014.de \
+      --max_length=48 --output_dir=gs://b/gnmt
 
 Writes to output_dir (local or gs://):
   vocab.txt              the shared subword vocabulary (input_pipeline/
                          subwords.py), learnt from the training text with
-                         tensorflow-text unless --vocab_file is given
+                         tensorflow-text unless --vocab_file is given; with
+                         --vocab_format=bpe the reserved ids, then the BPE
+                         tokens (input_pipeline/bpe.py), and bpe_codes.txt
+                         the BPE codes
   train-NNNNN-of-MMMMM   packed rows (input_pipeline/packing.py): pairs
                          whose source or target (with EOS) is longer than
                          --max_length are left out and counted
@@ -66,7 +76,17 @@ def define_flags():
     flags.DEFINE_string(f'{split}_source', '', f'{split}: source sentences.')
     flags.DEFINE_string(f'{split}_target', '', f'{split}: target sentences.')
     flags.DEFINE_string(f'{split}_tsv', '', f'{split}: source<TAB>target.')
-  flags.DEFINE_string('vocab_file', '', 'Use this vocabulary (else learn).')
+  flags.DEFINE_string('vocab_file', '', 'Use this vocabulary (else learn; '
+                      "with --vocab_format=bpe, the reference's "
+                      'vocab.bpe.32000).')
+  flags.DEFINE_enum('vocab_format', 'subword', ['subword', 'bpe'],
+                    "This suite's invertible subwords, or the MLPerf GNMT "
+                    "reference's Moses tokens and joint BPE.")
+  flags.DEFINE_integer('bpe_merges', 32000, 'BPE operations to learn.')
+  flags.DEFINE_string('bpe_codes', '', "The reference's BPE codes "
+                      '(bpe.32000) instead of learning them.')
+  flags.DEFINE_string('source_lang', 'en', 'Moses tokenizer language, source.')
+  flags.DEFINE_string('target_lang', 'de', 'Moses tokenizer language, target.')
   flags.DEFINE_integer('vocab_size', 33708, 'Pieces of a learnt vocabulary.')
   flags.DEFINE_integer('max_length', 80, 'Longest training sequence (ids).')
   flags.DEFINE_integer('packed_length', 256, 'Ids a packed training row.')
@@ -204,7 +224,9 @@ def build(*, output_dir: str, train_pairs: list[tuple],
           packed_length: int = 256, eval_length: int = 0,
           eval_max_length: int = 0, train_shards: int = 16,
           eval_shards: int = 1, seed: int = 0,
-          layout: str = 'packed') -> dict:
+          layout: str = 'packed', vocab_format: str = 'subword',
+          bpe_merges: int = 32000, bpe_codes_file: str = '',
+          source_lang: str = 'en', target_lang: str = 'de') -> dict:
   """Writes the data set; returns what metadata.json holds.
 
   Args:
@@ -228,20 +250,48 @@ def build(*, output_dir: str, train_pairs: list[tuple],
       (GNMT's: a record a pair, `inputs` and `targets` each padded to
       max_length, in files by length bucket, `train-L<length>-*`;
       input_pipeline/length_buckets.py).
+    vocab_format: 'subword' (this suite's invertible WordPiece,
+      input_pipeline/subwords.py) or 'bpe' (the MLPerf GNMT reference's
+      Moses tokens, cleaning and joint BPE: tools/formats/reference_bpe.py,
+      input_pipeline/bpe.py); with 'bpe', vocab_file is the reference's
+      vocab.bpe.32000 (else get_vocab's over the training text).
+    bpe_merges: BPE operations learnt (the reference: 32,000).
+    bpe_codes_file: the reference's BPE codes (bpe.32000) instead of
+      learning them.
+    source_lang, target_lang: the Moses tokenizer's languages ('bpe').
   """
   if layout not in ('packed', 'pairs'):
     raise ValueError(f"--layout must be 'packed' or 'pairs', got {layout!r}.")
+  if vocab_format not in ('subword', 'bpe'):
+    raise ValueError(f"--vocab_format must be 'subword' or 'bpe', got "
+                     f'{vocab_format!r}.')
   train_pairs, empty_train = without_empty(train_pairs)
   eval_pairs, empty_eval = without_empty(eval_pairs)
   if not train_pairs or not eval_pairs:
     raise ValueError(f'No training ({len(train_pairs)}) or eval '
                      f'({len(eval_pairs)}) pairs with text on both sides.')
-  if vocab_file:
-    vocab = subwords.SubwordVocab.load(vocab_file)
+  extra = {}
+  if vocab_format == 'bpe':
+    from tools.formats import reference_bpe
+    prepared = reference_bpe.prepare(
+        train_pairs, eval_pairs, merges=bpe_merges,
+        codes='\n'.join(read_lines(bpe_codes_file)) + '\n'
+        if bpe_codes_file else '',
+        vocab_tokens=read_lines(vocab_file) if vocab_file else (),
+        source_lang=source_lang, target_lang=target_lang)
+    vocab, train_text, eval_text = (prepared.vocab, prepared.train,
+                                    prepared.eval)
+    extra = {'vocab_format': 'bpe', 'target_lang': target_lang,
+             'train_pairs_cleaned_out': prepared.dropped_by_clean +
+             prepared.dropped_by_latin1}
   else:
-    vocab = subwords.learn((t for pair in train_pairs for t in pair),
-                           vocab_size=vocab_size)
-  train_ids = encode_pairs(vocab, train_pairs)
+    if vocab_file:
+      vocab = subwords.SubwordVocab.load(vocab_file)
+    else:
+      vocab = subwords.learn((t for pair in train_pairs for t in pair),
+                             vocab_size=vocab_size)
+    train_text, eval_text = train_pairs, eval_pairs
+  train_ids = encode_pairs(vocab, train_text)
   kept = [p for p in train_ids
           if len(p[0]) <= max_length and len(p[1]) <= max_length]
   random.Random(seed).shuffle(kept)
@@ -255,7 +305,7 @@ def build(*, output_dir: str, train_pairs: list[tuple],
           _example({'inputs': np.pad(s, (0, max_length - len(s))),
                     'targets': np.pad(t, (0, max_length - len(t)))}))
 
-  eval_ids = encode_pairs(vocab, eval_pairs)
+  eval_ids = encode_pairs(vocab, eval_text)
   eval_too_long = 0
   if eval_max_length:
     fits = [max(len(s), len(t)) <= eval_max_length for s, t in eval_ids]
@@ -280,7 +330,7 @@ def build(*, output_dir: str, train_pairs: list[tuple],
       'train_pairs_empty': empty_train, 'eval_pairs': len(eval_records),
       'eval_pairs_empty': empty_eval, 'eval_pairs_too_long': eval_too_long,
       'train_tokens': int(sum(len(s) + len(t) for s, t in kept)),
-      'layout': layout,
+      'layout': layout, **extra,
   }
   tf.io.gfile.makedirs(output_dir)
   if layout == 'packed':
@@ -299,6 +349,9 @@ def build(*, output_dir: str, train_pairs: list[tuple],
                           ''.join(s + '\n' for s, _ in eval_pairs))
   staged_files.write_text(os.path.join(output_dir, 'vocab.txt'),
                           '\n'.join(vocab.pieces) + '\n')
+  if vocab_format == 'bpe':  # To segment new text as the records were.
+    staged_files.write_text(os.path.join(output_dir, 'bpe_codes.txt'),
+                            prepared.codes)
   # Last: its presence says the rest is complete.
   staged_files.write_text(os.path.join(output_dir, 'metadata.json'),
                           json.dumps(metadata, indent=1) + '\n')
@@ -306,7 +359,8 @@ def build(*, output_dir: str, train_pairs: list[tuple],
 
 
 def quickstart(output_dir: str, eval_every: int = 20,
-               vocab_size: int = 4000, layout: str = 'packed') -> dict:
+               vocab_size: int = 4000, layout: str = 'packed',
+               vocab_format: str = 'subword', bpe_merges: int = 4000) -> dict:
   """The CPU quickstart's data: catalog pairs, 1 in `eval_every` held out
   (those of at most 48 ids a side: the few long messages would set every
   eval batch's decoding length), a vocabulary of about `vocab_size`
@@ -317,14 +371,17 @@ def quickstart(output_dir: str, eval_every: int = 20,
   return build(output_dir=output_dir, train_pairs=train,
                eval_pairs=evaluation, vocab_size=vocab_size, max_length=48,
                packed_length=64, eval_max_length=48, train_shards=4,
-               eval_shards=2, layout=layout)
+               eval_shards=2, layout=layout, vocab_format=vocab_format,
+               bpe_merges=bpe_merges)
 
 
 def main(argv):
   del argv
   f = FLAGS
   if f.quickstart:
-    print(json.dumps(quickstart(f.output_dir, layout=f.layout)))
+    print(json.dumps(quickstart(
+        f.output_dir, layout=f.layout, vocab_format=f.vocab_format,
+        **({'bpe_merges': f.bpe_merges} if f['bpe_merges'].present else {}))))
     return
   def pairs(source, target, tsv, split):
     if tsv and not (source or target):
@@ -341,7 +398,10 @@ def main(argv):
       max_length=f.max_length, packed_length=f.packed_length,
       eval_length=f.eval_length, eval_max_length=f.eval_max_length,
       train_shards=f.train_shards,
-      eval_shards=f.eval_shards, seed=f.seed, layout=f.layout)))
+      eval_shards=f.eval_shards, seed=f.seed, layout=f.layout,
+      vocab_format=f.vocab_format, bpe_merges=f.bpe_merges,
+      bpe_codes_file=f.bpe_codes, source_lang=f.source_lang,
+      target_lang=f.target_lang)))
 
 
 def run(argv):
