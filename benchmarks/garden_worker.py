@@ -28,8 +28,8 @@ XLA on). Prints `ready` once compiled; then each line `run` on stdin runs
 
 import argparse
 import os
-import sys
-import time
+
+import worker_protocol  # A sibling module: this runs as a script.
 
 
 def _experiment(model_name: str, batch: int):
@@ -175,13 +175,7 @@ def main():
   loop = build(args.model, args.dtype, args.batch, args.xla, args.rows)
   steps = tf.constant(args.steps)
   loop(steps)  # Compile (and warm up).
-  print('ready', flush=True)
-  for line in sys.stdin:
-    if line.strip() != 'run':
-      continue
-    start = time.perf_counter()
-    loop(steps)
-    print(f'{time.perf_counter() - start:.6f}', flush=True)
+  worker_protocol.serve(lambda: loop(steps))
 
 
 if __name__ == '__main__':

@@ -16,8 +16,6 @@ steps and prints the seconds.
 
 import argparse
 import collections
-import sys
-import time
 
 import numpy as np
 import torch
@@ -25,6 +23,8 @@ from torch import nn
 import torchvision
 from torchvision.models.detection import ssd as tv_ssd
 from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
+
+import worker_protocol  # A sibling module: this runs as a script.
 
 
 class Backbone(nn.Module):
@@ -105,14 +105,7 @@ def main():
     opt.step()
 
   step()  # Warm-up.
-  print('ready', flush=True)
-  for line in sys.stdin:
-    if line.strip() != 'run':
-      break
-    start = time.perf_counter()
-    for _ in range(args.steps):
-      step()
-    print(time.perf_counter() - start, flush=True)
+  worker_protocol.serve(lambda: [step() for _ in range(args.steps)])
 
 
 if __name__ == '__main__':
