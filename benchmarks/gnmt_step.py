@@ -76,7 +76,7 @@ def main(argv):
   from core import startup  # pylint: disable=import-outside-toplevel
   startup.import_tensorflow()
   rows = []
-  for units in FLAGS.units:
+  for units in map(int, FLAGS.units):
     shape = dict(batch=FLAGS.batch, length=FLAGS.length, units=units,
                  vocab=FLAGS.vocab)
     worker = StepWorker(

@@ -113,15 +113,15 @@ def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
   """
   batch = gate_inputs.shape[1] or tf.shape(gate_inputs)[1]  # None: serving.
   dtype = gate_inputs.dtype
-  if padding is None:
-    padding = tf.ones(tf.shape(gate_inputs)[:2], dtype)
+  inputs = (gate_inputs,) if padding is None else (
+      gate_inputs, tf.cast(padding, dtype))
 
-  def cell(state, x):
-    return lstm_step(x[0], *state, kernel, bias, x[1])
+  def cell(state, x):  # No mask to multiply when there is no padding.
+    return lstm_step(x[0], *state, kernel, bias, *x[1:])
 
   zeros = tf.zeros([batch, kernel.shape[0]], dtype)
-  return _over_time(cell, (gate_inputs, tf.cast(padding, dtype)),
-                    (zeros, zeros), (0,), max_length, reverse)[0]
+  return _over_time(cell, inputs, (zeros, zeros), (0,), max_length,
+                    reverse)[0]
 
 
 def normed_score_vector(v, g):
