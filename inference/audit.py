@@ -80,15 +80,27 @@ def verify_test04(*, audit, reference) -> Verdict:
                  '(must be <= 1.10)')
 
 
+class PeakSearchError(ValueError):
+  """A Server run is INVALID for a reason a lower target QPS cannot cure."""
+
+
+# LoadGen's summary line that a Server run's latency bound was met.
+LATENCY_MET = 'Performance constraints satisfied'
+
+
 def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
                   max_runs: int = 12, growth: float = 2.0):
   """Highest Server target QPS whose run is VALID.
 
   Multiplies (or divides) the target by `growth` until one run is VALID and
-  another INVALID, then bisects that bracket.
+  another INVALID, then bisects that bracket. Only a run that misses the
+  latency bound counts as too fast: one INVALID with its latency met (too
+  few queries for LoadGen's early-stopping estimate, say) would be INVALID at
+  every lower target too, so the search stops there with PeakSearchError.
 
   Args:
-    run_at: target_qps -> Report.
+    run_at: target_qps -> Report (`valid`, and `reasons`: LoadGen's unmet
+      conditions as 'Name satisfied: NO').
     start_qps: first target to try.
     precision: stop when the bracket is within this fraction.
     max_runs: give up after this many runs.
@@ -96,10 +108,22 @@ def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
 
   Returns:
     (best valid qps or None, list of (qps, valid)).
+
+  Raises:
+    PeakSearchError: an INVALID run whose latency bound was met.
   """
   tried, low, high, qps = [], None, None, start_qps
   for _ in range(max_runs):
-    valid = bool(run_at(qps).valid)
+    report = run_at(qps)
+    valid = bool(report.valid)
+    reasons = list(getattr(report, 'reasons', None) or ())
+    if not valid and not any(r.startswith(LATENCY_MET) for r in reasons):
+      raise PeakSearchError(
+          f'the Server run at {qps:g} QPS is INVALID with its latency bound '
+          f'met ({"; ".join(reasons) or "no reason given"}); a lower target '
+          'would not fix that: raise --min_query_count or --min_duration_ms '
+          '(LoadGen\'s early stopping needs more queries at a high '
+          'percentile) and search again')
     tried.append((qps, valid))
     if valid:
       low = qps

@@ -229,19 +229,40 @@ def test_a_failing_backend_ends_the_run_with_its_error_not_a_hang(
         offline_expected_qps=100)
 
 
+class _PeakReport:
+  """What find_peak_qps reads of a run's Report."""
+
+  def __init__(self, valid, reasons=()):
+    self.valid = valid
+    self.reasons = list(reasons)
+
+
 def test_peak_search_brackets_the_highest_valid_target():
   from inference import audit
   runs = []
 
-  class Report:
-    def __init__(self, valid):
-      self.valid = valid
-
   def run_at(qps):
     runs.append(qps)
-    return Report(qps <= 700)
+    return _PeakReport(qps <= 700, () if qps <= 700 else (
+        'Performance constraints satisfied: NO',))
 
   best, tried = audit.find_peak_qps(run_at, start_qps=100, precision=0.05)
   assert 700 * 0.95 <= best <= 700
   assert all(valid == (q <= 700) for q, valid in tried)
   assert len(runs) <= 12
+
+
+def test_peak_search_stops_on_an_invalid_run_whose_latency_was_met():
+  # LoadGen 6 at p97 with 100 queries: early stopping unmet at any QPS.
+  from inference import audit
+  runs = []
+
+  def run_at(qps):
+    runs.append(qps)
+    return _PeakReport(False, ('Early stopping satisfied: NO',))
+
+  with pytest.raises(audit.PeakSearchError,
+                     match=r'at 2 QPS.*Early stopping satisfied: NO.*'
+                           r'--min_query_count'):
+    audit.find_peak_qps(run_at, start_qps=2)
+  assert runs == [2]

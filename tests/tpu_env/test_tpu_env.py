@@ -12,8 +12,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from tests import helpers
 from tools import tpu_venv
 
