@@ -84,8 +84,15 @@ class PeakSearchError(ValueError):
   """A Server run is INVALID for a reason a lower target QPS cannot cure."""
 
 
-# LoadGen's summary line that a Server run's latency bound was met.
-LATENCY_MET = 'Performance constraints satisfied'
+def _none_over_bound(report) -> bool:
+  """Whether every query of the run finished within its latency bound
+  (mlperf_log_summary.txt's max latency against the target latency)."""
+  summary = getattr(report, 'summary', None) or {}
+  try:
+    return (float(summary['Max latency (ns)'])
+            <= float(summary['target_latency (ns)']))
+  except (KeyError, ValueError):
+    return False  # Unknown: treat the run as too fast, as before.
 
 
 def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
@@ -99,8 +106,8 @@ def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
   every lower target too, so the search stops there with PeakSearchError.
 
   Args:
-    run_at: target_qps -> Report (`valid`, and `reasons`: LoadGen's unmet
-      conditions as 'Name satisfied: NO').
+    run_at: target_qps -> Report (`valid`; `reasons`, LoadGen's unmet
+      conditions; `summary`, mlperf_log_summary.txt as a dict).
     start_qps: first target to try.
     precision: stop when the bracket is within this fraction.
     max_runs: give up after this many runs.
@@ -110,20 +117,20 @@ def find_peak_qps(run_at, *, start_qps: float, precision: float = 0.05,
     (best valid qps or None, list of (qps, valid)).
 
   Raises:
-    PeakSearchError: an INVALID run whose latency bound was met.
+    PeakSearchError: an INVALID run with no query over its bound.
   """
   tried, low, high, qps = [], None, None, start_qps
   for _ in range(max_runs):
     report = run_at(qps)
     valid = bool(report.valid)
     reasons = list(getattr(report, 'reasons', None) or ())
-    if not valid and not any(r.startswith(LATENCY_MET) for r in reasons):
+    if not valid and _none_over_bound(report):
       raise PeakSearchError(
-          f'the Server run at {qps:g} QPS is INVALID with its latency bound '
-          f'met ({"; ".join(reasons) or "no reason given"}); a lower target '
-          'would not fix that: raise --min_query_count or --min_duration_ms '
-          '(LoadGen\'s early stopping needs more queries at a high '
-          'percentile) and search again')
+          f'the Server run at {qps:g} QPS is INVALID with no query over its '
+          f'latency bound ({"; ".join(reasons) or "no reason given"}); a '
+          'lower target would not fix that: raise --min_query_count or '
+          '--min_duration_ms (LoadGen\'s early stopping needs about 150 '
+          'queries at p97) and search again')
     tried.append((qps, valid))
     if valid:
       low = qps

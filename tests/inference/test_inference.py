@@ -232,9 +232,11 @@ def test_a_failing_backend_ends_the_run_with_its_error_not_a_hang(
 class _PeakReport:
   """What find_peak_qps reads of a run's Report."""
 
-  def __init__(self, valid, reasons=()):
+  def __init__(self, valid, reasons=(), max_latency_ms=300):
     self.valid = valid
     self.reasons = list(reasons)
+    self.summary = {'Max latency (ns)': str(max_latency_ms * 1e6),
+                    'target_latency (ns)': '250000000'}
 
 
 def test_peak_search_brackets_the_highest_valid_target():
@@ -252,14 +254,28 @@ def test_peak_search_brackets_the_highest_valid_target():
   assert len(runs) <= 12
 
 
-def test_peak_search_stops_on_an_invalid_run_whose_latency_was_met():
+def test_peak_search_lowers_the_target_when_early_stopping_meets_late_queries():
+  # Early stopping unmet with queries over the bound: pressure, not count.
+  from inference import audit
+
+  def run_at(qps):
+    late = qps > 30
+    return _PeakReport(not late, ('Early stopping satisfied: NO',) * late,
+                       max_latency_ms=360 if late else 80)
+
+  best, _ = audit.find_peak_qps(run_at, start_qps=8)
+  assert 30 * 0.95 <= best <= 30
+
+
+def test_peak_search_stops_on_an_invalid_run_with_no_late_query():
   # LoadGen 6 at p97 with 100 queries: early stopping unmet at any QPS.
   from inference import audit
   runs = []
 
   def run_at(qps):
     runs.append(qps)
-    return _PeakReport(False, ('Early stopping satisfied: NO',))
+    return _PeakReport(False, ('Early stopping satisfied: NO',),
+                       max_latency_ms=83)
 
   with pytest.raises(audit.PeakSearchError,
                      match=r'at 2 QPS.*Early stopping satisfied: NO.*'
