@@ -7,7 +7,9 @@ scikit-learn ships the 1,797 UCI handwritten digits (8x8, 17 grey levels),
 so nothing is downloaded. Each canvas (160x160, a random background colour
 with pixel noise) holds 2 to 5 digits, each scaled to 20-56 pixels, drawn
 in a random contrasting colour, never overlapping another; a digit's box is
-exactly the extent of its ink, and its category is the digit (COCO ids 1-10
+exactly the extent of its ink, its segmentation the ink itself (pixels
+where the ink covers more than a quarter; `--include_masks` writes them into
+the records, for Mask R-CNN), and its category is the digit (COCO ids 1-10
 for 0-9). Training canvases use the digits of four in five of the digit
 images, eval canvases the rest (held out: every fifth digit image, each on
 at most one eval canvas). Output: `<output_dir>/coco/{train,val}/` (the
@@ -35,6 +37,7 @@ CANVAS = 160
 TRAIN_CANVASES = 1200
 DIGIT_SIZES = (20, 56)
 DIGITS_PER_CANVAS = (2, 5)
+INK = 0.25  # A pixel is the digit's where its ink covers more than this.
 TRAIN_SHARDS = 4
 EVAL_SHARDS = 2
 
@@ -50,8 +53,18 @@ def _place(rng, sizes, placed):
   return None
 
 
+def compressed_rle(mask: np.ndarray) -> dict:
+  """COCO's compressed RLE of a [h, w] 0/1 mask, as JSON holds it."""
+  from pycocotools import mask as mask_utils  # pylint: disable=import-outside-toplevel
+  rle = mask_utils.encode(np.asfortranarray(mask))
+  return {'size': [int(v) for v in rle['size']],
+          'counts': rle['counts'].decode()}
+
+
 def draw_canvas(rng, digits, labels, image_id: int):
-  """(RGB uint8 canvas, COCO annotations of its digits)."""
+  """(RGB uint8 canvas, COCO annotations of its digits: a digit's box is
+  its ink's extent, its segmentation the ink itself (compressed RLE) and its
+  area the ink's pixels, as COCO's areas are the masks')."""
   background = rng.integers(0, 256, size=3)
   canvas = np.clip(background + rng.normal(0, 12, (CANVAS, CANVAS, 3)),
                    0, 255)
@@ -68,15 +81,19 @@ def draw_canvas(rng, digits, labels, image_id: int):
     region = canvas[y:y + size, x:x + size]
     canvas[y:y + size, x:x + size] = (region * (1 - ink[..., None]) +
                                       np.clip(colour, 0, 255) * ink[..., None])
-    rows, cols = np.nonzero(ink > 0.25)
+    inside = ink > INK
+    rows, cols = np.nonzero(inside)
     if not len(rows):
       continue
     placed.append((y, x, size))
     x0, y0 = x + cols.min(), y + rows.min()
     w, h = cols.max() - cols.min() + 1, rows.max() - rows.min() + 1
+    mask = np.zeros((CANVAS, CANVAS), np.uint8)
+    mask[y:y + size, x:x + size] = inside
     annotations.append({'image_id': image_id, 'category_id': int(label) + 1,
                         'bbox': [float(x0), float(y0), float(w), float(h)],
-                        'area': float(w * h), 'iscrowd': 0})
+                        'area': float(inside.sum()), 'iscrowd': 0,
+                        'segmentation': compressed_rle(mask)})
   return canvas.astype(np.uint8), annotations
 
 
@@ -130,8 +147,9 @@ def canvases(seed: int, train_canvases: int = TRAIN_CANVASES,
 
 def build(output_dir: str, seed: int = 0,
           train_canvases: int = TRAIN_CANVASES,
-          eval_digits: int | None = None) -> dict:
-  """COCO files, then records, under `output_dir`; returns the counts."""
+          eval_digits: int | None = None, include_masks: bool = False) -> dict:
+  """COCO files, then records (with each digit's mask if `include_masks`,
+  for Mask R-CNN), under `output_dir`; returns the counts."""
   from tools import convert_coco  # pylint: disable=import-outside-toplevel
   train, evaluation = canvases(seed, train_canvases, eval_digits)
   done = {}
@@ -140,13 +158,15 @@ def build(output_dir: str, seed: int = 0,
     path = write_coco(output_dir, split, items)
     done[split] = convert_coco.convert(
         annotations=path, images=os.path.join(output_dir, 'coco', split),
-        output_dir=output_dir, split=split, num_shards=shards)
+        output_dir=output_dir, split=split, num_shards=shards,
+        include_masks=include_masks)
   return done
 
 
 def main(argv):
   del argv
-  done = build(FLAGS.output_dir, FLAGS.seed)
+  done = build(FLAGS.output_dir, FLAGS.seed,
+               include_masks=FLAGS.include_masks)
   for split, result in done.items():
     print(f'{split}: {result.images} images, {result.boxes} boxes')
 
@@ -154,6 +174,8 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_string('output_dir', 'data/ssd_quickstart', 'Output folder.')
   flags.DEFINE_integer('seed', 0, 'Seed of the canvases.')
+  flags.DEFINE_bool('include_masks', False,
+                    'Also write each digit\'s ink as its mask (Mask R-CNN).')
   FLAGS = flags.FLAGS
   entry_point.parse_flags_early(lambda: None)
   app.run(entry_point.tool_main(main))

@@ -1,9 +1,11 @@
-"""Converts COCO detection annotations and images into SSD's TFRecords.
+"""Converts COCO detection annotations and images into SSD's and Mask
+R-CNN's TFRecords.
 
   python -m tools.convert_coco --annotations=instances_train2017.json \
       --images=train2017/ --output_dir=OUT --split=train --num_shards=256
   python -m tools.convert_coco --annotations=instances_val2017.json \
-      --images=val2017/ --output_dir=OUT --split=val --num_shards=32
+      --images=val2017/ --output_dir=OUT --split=val --num_shards=32 \
+      [--include_masks]
 
 Writes `OUT/<split>-0000i-of-0000n` in the schema Google's TPU
 `create_coco_tf_record.py` writes (input_pipeline/coco.py reads it), one
@@ -11,12 +13,17 @@ record an image in the annotation file's image order, spread over the shards
 in turn so that every host's share is alike; `OUT/categories.json` (the
 category ids and names; a second split must list the same ones); and, for
 every split but train, `OUT/<split>_annotations.json`, the annotation file
-itself, which the COCO evaluation scores against.
+itself, which the COCO evaluation scores against. `--include_masks` adds
+each instance's mask as Google's converter does (`image/object/mask`, a
+one-channel PNG of 0 and 1 the image's size: tools/formats/coco_masks.py),
+from polygons, RLE or a crowd region's uncompressed RLE.
 
 Checks before anything is written: the file must be COCO (`images`,
 `annotations`, `categories`); an annotation naming an unknown image or
 category, a box with no area or reaching outside its image by more than a
-pixel, an image file that is missing or not a JPEG or PNG stop the run
+pixel, an image file that is missing or not a JPEG or PNG, and with
+`--include_masks` a missing or malformed segmentation (a polygon of fewer
+than three points, an RLE of another size than its image) stop the run
 naming the file and the annotation or image id. `--on_bad_annotation=skip`
 leaves bad boxes out and counts them instead. Images without boxes are kept
 (COCO's val2017 has 48; training leaves them out, the evaluation needs
@@ -37,6 +44,7 @@ from absl import flags
 from core import entry_point
 
 from core import startup
+from tools.formats import coco_masks
 
 ON_BAD_ANNOTATION = ('fail', 'skip')
 CATEGORIES_FILE = 'categories.json'
@@ -67,9 +75,11 @@ def _load_json(path: str) -> dict:
   return data
 
 
-def check_annotations(data: dict, path: str, on_bad_annotation: str):
-  """Boxes by image id as [(ann id, category, ymin, xmin, ymax, xmax,
-  crowd, area)] normalised, and the (annotation id, reason) left out.
+def check_annotations(data: dict, path: str, on_bad_annotation: str,
+                      include_masks: bool = False):
+  """Boxes by image id as [(category, ymin, xmin, ymax, xmax, crowd, area,
+  segmentation or None)] normalised, and the (annotation id, reason) left
+  out.
 
   Raises:
     ValueError: naming `path` and the annotation id, on the first problem
@@ -104,22 +114,30 @@ def check_annotations(data: dict, path: str, on_bad_annotation: str):
           x + bw > w + EDGE_TOLERANCE or y + bh > h + EDGE_TOLERANCE):
       problem = (f'box {ann["bbox"]} reaches outside its {w:g}x{h:g} image '
                  f'{image["file_name"]}')
+    if not problem and include_masks:
+      problem = coco_masks.check(ann.get('segmentation'), image['height'],
+                                 image['width']) if 'segmentation' in ann \
+          else 'no segmentation (--include_masks needs one)'
     if problem:
       if on_bad_annotation == 'fail':
         raise ValueError(f'{where}: {problem} (rerun with '
-                         '--on_bad_annotation=skip to leave such boxes out).')
+                         '--on_bad_annotation=skip to leave such '
+                         'annotations out).')
       skipped.append((aid, problem))
       continue
     x0, y0 = max(x, 0.0), max(y, 0.0)
     x1, y1 = min(x + bw, w), min(y + bh, h)
     boxes[ann['image_id']].append(
         (ann['category_id'], y0 / h, x0 / w, y1 / h, x1 / w,
-         int(ann.get('iscrowd', 0)), float(ann.get('area', bw * bh))))
+         int(ann.get('iscrowd', 0)), float(ann.get('area', bw * bh)),
+         ann['segmentation'] if include_masks else None))
   return images, boxes, skipped
 
 
 def make_example(jpeg: bytes, image: dict, boxes: list, height: int,
-                 width: int):
+                 width: int, masks: list | None = None):
+  """The image's tf.train.Example; `masks`, PNG bytes an instance, adds
+  `image/object/mask`."""
   tf = startup.import_tensorflow()
 
   def floats(i):
@@ -132,7 +150,7 @@ def make_example(jpeg: bytes, image: dict, boxes: list, height: int,
   def raw(value: bytes):
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
 
-  return tf.train.Example(features=tf.train.Features(feature={
+  feature = {
       'image/encoded': raw(jpeg),
       'image/format': raw(b'jpeg'),
       'image/source_id': raw(str(image['id']).encode()),
@@ -146,7 +164,24 @@ def make_example(jpeg: bytes, image: dict, boxes: list, height: int,
       'image/object/bbox/xmax': floats(4),
       'image/object/is_crowd': ints([b[5] for b in boxes]),
       'image/object/area': floats(6),
-  }))
+  }
+  if masks is not None:
+    feature['image/object/mask'] = tf.train.Feature(
+        bytes_list=tf.train.BytesList(value=masks))
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def instance_masks(boxes: list, height: int, width: int, image: dict):
+  """PNG bytes of each box's segmentation."""
+  masks = []
+  for box in boxes:
+    mask = coco_masks.decode(box[7], height, width)
+    if mask.shape != (height, width):
+      raise ValueError(f'Image {image["id"]}: a segmentation decodes to '
+                       f'{mask.shape[1]}x{mask.shape[0]}, not the image\'s '
+                       f'{width}x{height}.')
+    masks.append(coco_masks.png(mask))
+  return masks
 
 
 def read_image(folder: str, image: dict) -> tuple[bytes, int, int]:
@@ -186,7 +221,8 @@ def _check_categories(output_dir: str, categories: list) -> str:
 
 
 def convert(*, annotations: str, images: str, output_dir: str, split: str,
-            num_shards: int, on_bad_annotation: str = 'fail') -> Converted:
+            num_shards: int, on_bad_annotation: str = 'fail',
+            include_masks: bool = False) -> Converted:
   """Writes the split's records (and annotation copy, categories.json).
 
   Raises:
@@ -201,7 +237,7 @@ def convert(*, annotations: str, images: str, output_dir: str, split: str,
     raise ValueError(f'num_shards must be at least 1, got {num_shards}.')
   data = _load_json(annotations)
   entries, boxes, skipped = check_annotations(data, annotations,
-                                              on_bad_annotation)
+                                              on_bad_annotation, include_masks)
   if not entries:
     raise ValueError(f'{annotations} lists no images.')
   tf.io.gfile.makedirs(output_dir)
@@ -218,8 +254,10 @@ def convert(*, annotations: str, images: str, output_dir: str, split: str,
       for image in entries.values():
         jpeg, height, width = read_image(images, image)
         own = boxes.get(image['id'], [])
-        writers[written % num_shards].write(
-            make_example(jpeg, image, own, height, width).SerializeToString())
+        masks = (instance_masks(own, height, width, image) if include_masks
+                 else None)
+        writers[written % num_shards].write(make_example(
+            jpeg, image, own, height, width, masks).SerializeToString())
         written += 1
         empty += not own
         box_count += len(own)
@@ -240,10 +278,12 @@ def main(argv):
   done = convert(annotations=FLAGS.annotations, images=FLAGS.images,
                  output_dir=FLAGS.output_dir, split=FLAGS.split,
                  num_shards=FLAGS.num_shards,
-                 on_bad_annotation=FLAGS.on_bad_annotation)
+                 on_bad_annotation=FLAGS.on_bad_annotation,
+                 include_masks=FLAGS.include_masks)
   for aid, reason in done.skipped:
     print(f'skipped annotation {aid}: {reason}')
-  print(f'wrote {done.images} images ({done.boxes} boxes; '
+  print(f'wrote {done.images} images ({done.boxes} boxes'
+        f'{" with masks" if FLAGS.include_masks else ""}; '
         f'{done.images_without_boxes} images without boxes) to '
         f'{len(done.paths)} files ({done.paths[0]} ...); skipped '
         f'{len(done.skipped)} bad boxes')
@@ -257,6 +297,8 @@ if __name__ == '__main__':
   flags.DEFINE_integer('num_shards', 8, 'Record files to write.')
   flags.DEFINE_enum('on_bad_annotation', 'fail', ON_BAD_ANNOTATION,
                     'A bad box: stop naming it, or leave it out and count.')
+  flags.DEFINE_bool('include_masks', False,
+                    'Write each instance\'s mask (PNG) for Mask R-CNN.')
   flags.mark_flags_as_required(['annotations', 'images', 'output_dir',
                                 'split'])
   FLAGS = flags.FLAGS

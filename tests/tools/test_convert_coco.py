@@ -2,6 +2,7 @@
 named before anything appears."""
 
 import copy
+import io
 import json
 import os
 import subprocess
@@ -155,3 +156,85 @@ def test_command_line_usage_and_error_line(tmp_path):
                           '--help'], capture_output=True, text=True,
                          check=False)
   assert '--annotations' in usage.stdout and 'convert_coco' in usage.stdout
+
+
+def _uncompressed_rle(mask):
+  """COCO's uncompressed RLE of a 0/1 mask: run lengths in column-major
+  order, starting with a run of zeros (what crowd regions carry)."""
+  flat = mask.flatten(order='F')
+  changes = np.flatnonzero(np.diff(flat)) + 1
+  runs = np.diff(np.concatenate([[0], changes, [flat.size]]))
+  counts = ([0] if flat[0] else []) + runs.tolist()
+  return {'size': list(mask.shape), 'counts': counts}
+
+
+def with_segmentations(data):
+  """`data` with one instance in each of COCO's three forms."""
+  from pycocotools import mask as mask_utils
+  data = copy.deepcopy(data)
+  anns = data['annotations']
+  # Two polygons (their union), inside the box [6, 4, 30, 20].
+  anns[0]['segmentation'] = [[6, 4, 20, 4, 13, 24], [22, 6, 36, 6, 36, 20,
+                                                       22, 20]]
+  crowd = np.zeros((40, 60), np.uint8)
+  crowd[10:18, 41:60] = 1
+  crowd[12:14, 45:50] = 0
+  anns[1]['segmentation'] = _uncompressed_rle(crowd)
+  whole = np.zeros((40, 60), np.uint8)
+  whole[3:37, 5:55] = 1
+  rle = mask_utils.encode(np.asfortranarray(whole))
+  anns[2]['segmentation'] = {'size': rle['size'],
+                             'counts': rle['counts'].decode()}
+  return data
+
+
+def test_masks_are_pngs_equal_to_cocos_own_masks(tmp_path):
+  from pycocotools.coco import COCO
+  annotations, images, data = coco_folder(tmp_path)
+  data = with_segmentations(data)
+  with open(annotations, 'w') as f:
+    json.dump(data, f)
+  done = convert(tmp_path, annotations, images, include_masks=True)
+  records = {int(r['image/source_id'][0]): r
+             for r in read_records(done.paths)}
+  coco = COCO(annotations)
+  for image_id, ann_ids in ((101, [1, 2]), (102, [3])):
+    pngs = records[image_id]['image/object/mask']
+    assert len(pngs) == len(ann_ids)
+    for png, ann_id in zip(pngs, ann_ids):
+      decoded = Image.open(io.BytesIO(png))
+      assert decoded.format == 'PNG' and decoded.mode == 'L'
+      mask = np.asarray(decoded)
+      expected = coco.annToMask(coco.anns[ann_id])
+      assert expected.sum() > 0
+      np.testing.assert_array_equal(mask, expected)
+  assert not records[103].get('image/object/mask')
+  # Without the flag, no masks (SSD's records stay as they were).
+  plain = convert(tmp_path / 'plain', annotations, images)
+  assert not any(r.get('image/object/mask')
+                 for r in read_records(plain.paths))
+
+
+BAD_MASKS = [
+    (lambda d: d['annotations'][0].update(segmentation=[[6, 4, 20, 4]]),
+     r'annotation 1: segmentation polygon has 4 coordinates'),
+    (lambda d: d['annotations'][1]['segmentation'].update(size=[60, 40]),
+     r"annotation 2: segmentation RLE size \[60, 40\] is not its image's "
+     r'\[40, 60\]'),
+    (lambda d: d['annotations'][1]['segmentation']['counts'].append(5),
+     r'annotation 2: segmentation RLE counts cover 2405 pixels, not 40 x 60'),
+    (lambda d: d['annotations'][2].pop('segmentation'),
+     r'annotation 3: no segmentation \(--include_masks needs one\)'),
+]
+
+
+@pytest.mark.parametrize('change,message', BAD_MASKS)
+def test_bad_masks_are_named_and_nothing_is_written(tmp_path, change,
+                                                    message):
+  annotations, images, data = coco_folder(tmp_path)
+  with open(annotations, 'w') as f:
+    json.dump(bad(with_segmentations(data), change), f)
+  with pytest.raises(ValueError, match=message):
+    convert(tmp_path, annotations, images, include_masks=True)
+  out = tmp_path / 'out'
+  assert not out.exists() or not os.listdir(out)
