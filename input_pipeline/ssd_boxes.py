@@ -103,19 +103,29 @@ def iou(boxes_a, boxes_b):
                   intersection / union)
 
 
-def match(similarity):
-  """For each default box (column), the ground-truth row it takes or -1.
+def match(similarity, matched_threshold: float = MATCH_THRESHOLD,
+          unmatched_threshold: float | None = None):
+  """For each default box (column), the ground-truth row it takes, -1
+  (negative) or -2 (ignored).
 
-  ArgMaxMatcher with both thresholds 0.5: a column whose best IoU is below
-  0.5 is negative (-1); then each row's best column is forced to that row
-  (the lowest row wins a column that is several rows' best).
+  object_detection's ArgMaxMatcher(matched_threshold, unmatched_threshold,
+  negatives_lower_than_unmatched=True, force_match_for_each_row=True): a
+  column whose best IoU is below `unmatched_threshold` is negative, one
+  between the thresholds ignored; then each row's best column is forced to
+  that row (the lowest row wins a column that is several rows' best). SSD's
+  both thresholds are 0.5 (no column is ignored); Mask R-CNN's RPN 0.7/0.3.
 
   Args:
     similarity: [num_gt >= 1, num_boxes] IoU.
+    matched_threshold: the least IoU that matches.
+    unmatched_threshold: below it, negative (None: `matched_threshold`).
   """
+  if unmatched_threshold is None:
+    unmatched_threshold = matched_threshold
   matches = tf.argmax(similarity, 0, output_type=tf.int32)
   best = tf.reduce_max(similarity, 0)
-  matches = tf.where(best < MATCH_THRESHOLD, -1, matches)
+  matches = tf.where(best < matched_threshold, -2, matches)
+  matches = tf.where(best < unmatched_threshold, -1, matches)
   forced_columns = tf.argmax(similarity, 1, output_type=tf.int32)
   indicators = tf.one_hot(forced_columns, tf.shape(similarity)[1])
   forced_rows = tf.argmax(indicators, 0, output_type=tf.int32)
@@ -123,23 +133,24 @@ def match(similarity):
   return tf.where(forced, forced_rows, matches)
 
 
-def encode(boxes, anchors):
+def encode(boxes, anchors, scales=BOX_CODER_SCALES):
   """FasterRcnnBoxCoder.encode: corner boxes against [cy, cx, h, w]
-  anchors, both [N, 4] -> [N, 4] targets (ty, tx, th, tw) x scales."""
+  anchors, both [N, 4] -> [N, 4] targets (ty, tx, th, tw) x scales
+  (Mask R-CNN's RPN: scales (1, 1, 1, 1), the coder without factors)."""
   ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=1)
   ha, wa = anchors[:, 2] + _EPSILON, anchors[:, 3] + _EPSILON
   h, w = ymax - ymin + _EPSILON, xmax - xmin + _EPSILON
   ty = ((ymin + ymax) / 2 - anchors[:, 0]) / ha
   tx = ((xmin + xmax) / 2 - anchors[:, 1]) / wa
   th, tw = tf.math.log(h / ha), tf.math.log(w / wa)
-  sy, sx, sh, sw = BOX_CODER_SCALES
+  sy, sx, sh, sw = scales
   return tf.stack([ty * sy, tx * sx, th * sh, tw * sw], axis=1)
 
 
-def decode(codes, anchors):
+def decode(codes, anchors, scales=BOX_CODER_SCALES):
   """Predicted [..., N, 4] codes against [N, 4] [cy, cx, h, w] anchors ->
   corner boxes (Google's eval decoding in ssd_model.py; not clipped)."""
-  codes = codes / tf.constant(BOX_CODER_SCALES, codes.dtype)
+  codes = codes / tf.constant(scales, codes.dtype)
   ty, tx, th, tw = tf.unstack(codes, axis=-1)
   cy_a, cx_a, ha, wa = tf.unstack(tf.cast(anchors, codes.dtype), axis=-1)
   w, h = tf.exp(tw) * wa, tf.exp(th) * ha
