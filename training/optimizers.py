@@ -233,7 +233,7 @@ class SgdMomentum(_Optimizer):
 
   slot_names = ('momentum',)
 
-  MLPERF_KEYS = ('resnet', 'ssd')
+  MLPERF_KEYS = ('resnet', 'ssd', 'maskrcnn')
 
   def __init__(self, *, exclude, momentum: float = 0.9,
                weight_decay: float = 1e-4, mlperf_keys: str = 'resnet'):
@@ -243,9 +243,10 @@ class SgdMomentum(_Optimizer):
       weight_decay: L2 coefficient (its gradient wd x w joins each
         replica's gradient before the all-reduce, as Google's SSD adds it).
       mlperf_keys: which benchmark's hyper-parameter keys to log: 'resnet'
-        (sgd_opt_...) or 'ssd' (opt_base_learning_rate,
+        (sgd_opt_...), 'ssd' (opt_base_learning_rate,
         opt_learning_rate_warmup_factor, ... from training.schedules.
-        GoogleSsdV07).
+        GoogleSsdV07) or 'maskrcnn' (the same names, with the decay factor
+        and drop steps, from training.schedules.GoogleMaskRcnnV07).
     """
     if mlperf_keys not in self.MLPERF_KEYS:
       raise ValueError(f'`mlperf_keys` must be one of {self.MLPERF_KEYS}, '
@@ -260,6 +261,15 @@ class SgdMomentum(_Optimizer):
     return var - lr * new_slot, [new_slot]
 
   def mlperf_params(self, schedule) -> dict:
+    if self.mlperf_keys == 'maskrcnn':  # Google's v0.7 log has no others.
+      d = schedule.describe()
+      return {
+          'opt_base_learning_rate': d['base_learning_rate'],
+          'opt_learning_rate_warmup_steps': d['warmup_steps'],
+          'opt_learning_rate_warmup_factor': d['warmup_factor'],
+          'opt_learning_rate_decay_factor': d['decay_factor'],
+          'opt_learning_rate_decay_steps': d['drop_steps'],
+      }
     if self.mlperf_keys == 'ssd':
       d = schedule.describe()
       return {

@@ -393,3 +393,47 @@ class GoogleGnmtV07:
             'decay_interval': self.decay_interval,
             'decay_factor': self.decay_factor,
             'decay_steps': self.decay_count}
+
+
+class GoogleMaskRcnnV07:
+  """Google's MLPerf v0.7 Mask R-CNN schedule (lr_policy.py
+  `learning_rate_schedule`), in float32 in their order:
+
+    warm(s) = init + s / warmup x (base - init)
+    lr(s) = warm(s) if s < warmup; base x 1 from warmup, x 0.1 from the
+            first drop step, x 0.01 from the second
+
+  Their pod run: base 0.24, warm-up 2000 steps from 0, drops at 6000 and
+  8000; the MLPerf log's warm-up factor is base / warmup steps.
+  """
+
+  def __init__(self, *, base: float, warmup_steps: int, drop_steps: tuple,
+               warmup_init: float = 0.0, steps_per_epoch: float = 0.0,
+               total_steps: int = 0):
+    del steps_per_epoch, total_steps  # Google's steps are absolute.
+    drop_steps = tuple(drop_steps)
+    if (len(drop_steps) != 2 or warmup_steps < 1 or
+        not warmup_steps <= drop_steps[0] <= drop_steps[1]):
+      raise ValueError(
+          f'GoogleMaskRcnnV07 needs warmup_steps >= 1 and two drop steps in '
+          f'order after it; got warmup_steps {warmup_steps}, drop_steps '
+          f'{drop_steps}.')
+    self.base, self.warmup_steps = base, warmup_steps
+    self.drop_steps, self.warmup_init = drop_steps, warmup_init
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.int64)
+    base = tf.constant(self.base, tf.float32)
+    warm = self.warmup_init + (tf.cast(step, tf.float32) / self.warmup_steps
+                               * (base - self.warmup_init))
+    lr = tf.where(step < self.warmup_steps, warm, base)
+    for mult, start in ((1.0, self.warmup_steps), (0.1, self.drop_steps[0]),
+                        (0.01, self.drop_steps[1])):
+      lr = tf.where(step < start, lr, base * mult)
+    return lr
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.base,
+            'warmup_steps': self.warmup_steps,
+            'warmup_factor': self.base / self.warmup_steps,
+            'decay_factor': 0.1, 'drop_steps': list(self.drop_steps)}

@@ -170,3 +170,16 @@ def test_bert_schedule_warms_up_from_start_step_and_decays_from_zero():
   assert float(s(2)) == pytest.approx(0.8)  # Warmup over: decay 1 - 2/10.
   assert float(s(10)) == pytest.approx(0.0)
   assert float(s(20)) == pytest.approx(0.0)
+
+
+def test_mlperf_keys_of_mask_rcnn_are_googles_log():
+  # Google's tpu-v3-1024 maskrcnn result_*.txt: these five optimizer keys.
+  opt = optimizers.SgdMomentum(exclude=lambda name: False,
+                               mlperf_keys='maskrcnn')
+  keys = opt.mlperf_params(schedules.GoogleMaskRcnnV07(
+      base=0.24, warmup_steps=2000, drop_steps=(6000, 8000)))
+  assert keys == {'opt_base_learning_rate': 0.24,
+                  'opt_learning_rate_warmup_steps': 2000,
+                  'opt_learning_rate_warmup_factor': 0.24 / 2000,
+                  'opt_learning_rate_decay_factor': 0.1,
+                  'opt_learning_rate_decay_steps': [6000, 8000]}

@@ -96,3 +96,34 @@ def test_google_gnmt_schedule_is_their_sequence():
   with pytest.raises(ValueError, match='before the warmup'):
     schedules.GoogleGnmtV07(base=1, warmup_steps=10, decay_start_step=5,
                             decay_interval=3, decay_count=4)
+
+
+def google_maskrcnn_lr(step, base=0.24, init=0.0, warmup=2000,
+                       drops=(6000, 8000)):
+  """lr_policy.learning_rate_schedule, in float32, in their order."""
+  f32 = np.float32
+  linear = f32(init) + (f32(step) / f32(warmup) * (f32(base) - f32(init)))
+  lr = linear if step < warmup else f32(base)
+  for mult, start in ((1.0, warmup), (0.1, drops[0]), (0.01, drops[1])):
+    lr = lr if step < start else f32(base) * f32(mult)
+  return f32(lr)
+
+
+def test_google_maskrcnn_schedule_is_their_sequence():
+  lr = schedules.GoogleMaskRcnnV07(base=0.24, warmup_steps=2000,
+                                   drop_steps=(6000, 8000))
+  steps = [0, 1, 999, 1999, 2000, 5999, 6000, 7999, 8000, 12000]
+  got = [float(lr(s)) for s in steps]
+  assert got == [float(google_maskrcnn_lr(s)) for s in steps]
+  assert got[0] == 0 and got[4] == pytest.approx(0.24)
+  assert got[6] == pytest.approx(0.024) and got[8] == pytest.approx(0.0024)
+  d = lr.describe()
+  assert d['warmup_factor'] == pytest.approx(0.00012)  # Their log's value.
+  assert d['drop_steps'] == [6000, 8000]
+  warm_from = schedules.GoogleMaskRcnnV07(base=0.16, warmup_steps=1000,
+                                          drop_steps=(9750, 13000),
+                                          warmup_init=0.01)
+  assert float(warm_from(500)) == float(google_maskrcnn_lr(
+      500, 0.16, 0.01, 1000, (9750, 13000)))
+  with pytest.raises(ValueError, match='two drop steps in order'):
+    schedules.GoogleMaskRcnnV07(base=1, warmup_steps=10, drop_steps=(8, 20))
