@@ -1,0 +1,95 @@
+"""Mask R-CNN's multilevel RoIAlign, with the values of Google's MLPerf v0.7
+`multilevel_crop_and_resize` (mask_rcnn_architecture.py).
+
+Each box goes to FPN level floor(log2(sqrt(area) / 224)) + 4, clamped to
+the levels given, and is divided by that level's stride. Its
+output_size x output_size bins each average sampling_ratio^2 points
+(y = ymin + i bin + (j + 0.5) bin / ratio), each point bilinear between its
+four neighbours. Their arithmetic, kept: the lower neighbour is floor(y)
+raised to 0 (so a point left of the map weighs its neighbours by more
+than 1 and less than 0), both neighbours are capped at the map's size, and
+a neighbour at the size reads zeros.
+
+Theirs builds one-hot matrices and contracts them with the whole level's
+features by einsum (a shape the TPU's matrix units like, and five levels'
+worth of work); here every box reads only its own level, by one gather of
+the four neighbours of every point from the levels laid end to end, each
+with a zero row and column past its edge: the same sums, a fraction of the
+memory on a CPU.
+"""
+
+import tensorflow as tf
+
+
+def box_levels(boxes, min_level: int, max_level: int):
+  """[B, N] int32 FPN level of each [B, N, 4] pixel box."""
+  height = boxes[..., 2] - boxes[..., 0]
+  width = boxes[..., 3] - boxes[..., 1]
+  log2 = tf.math.log(tf.constant(2.0, boxes.dtype))
+  levels = tf.cast(tf.math.floordiv(
+      tf.math.log(tf.sqrt(height * width) / 224.0), log2) + 4.0, tf.int32)
+  return tf.minimum(max_level, tf.maximum(levels, min_level))
+
+
+def multilevel_crop_and_resize(features: dict, boxes, output_size: int = 7,
+                               sampling_ratio: int = 2):
+  """[B, N, output_size, output_size, C] features of [B, N, 4] pixel boxes
+  ([ymin, xmin, ymax, xmax] on the network's image) from {level:
+  [B, H_l, W_l, C]}."""
+  levels_present = sorted(features)
+  min_level, max_level = levels_present[0], levels_present[-1]
+  first = features[min_level]
+  batch, channels = first.shape[0], first.shape[-1]
+  num_boxes = boxes.shape[1]
+  dtype = first.dtype
+  ratio = max(sampling_ratio, 1)
+
+  levels = box_levels(boxes, min_level, max_level)
+  scale = tf.pow(2.0, tf.cast(levels, boxes.dtype))
+  boxes = boxes / scale[..., None]
+  bin_h = (boxes[..., 2] - boxes[..., 0]) / output_size
+  bin_w = (boxes[..., 3] - boxes[..., 1]) / output_size
+  steps = tf.constant([i + (j + 0.5) / ratio for i in range(output_size)
+                       for j in range(ratio)], boxes.dtype)
+  grid_y = boxes[..., 0:1] + steps * bin_h[..., None]  # [B, N, out * ratio]
+  grid_x = boxes[..., 1:2] + steps * bin_w[..., None]
+
+  # The levels end to end, each padded with a zero row and column.
+  sizes = [features[l].shape[1:3] for l in range(min_level, max_level + 1)]
+  flat, offsets, offset = [], [], 0
+  for level, (h, w) in zip(range(min_level, max_level + 1), sizes):
+    padded = tf.pad(features[level], [[0, 0], [0, 1], [0, 1], [0, 0]])
+    flat.append(tf.reshape(padded, [batch, -1, channels]))
+    offsets.append(offset)
+    offset += (h + 1) * (w + 1)
+  flat = tf.concat(flat, axis=1)
+  index = levels - min_level
+  pick = lambda values: tf.gather(tf.constant(values), index)  # noqa: E731
+  base = pick(offsets)[..., None]
+  height = tf.cast(pick([h for h, _ in sizes]), boxes.dtype)[..., None]
+  width_i = pick([w for _, w in sizes])[..., None]
+  width = tf.cast(width_i, boxes.dtype)
+
+  def neighbours(grid, size):
+    lower = tf.maximum(tf.floor(grid), 0.0)
+    frac = grid - lower
+    ids = tf.stack([tf.minimum(lower, size), tf.minimum(lower + 1.0, size)],
+                   axis=-1)  # [B, N, out * ratio, 2]
+    weights = tf.stack([1.0 - frac, frac], axis=-1) / ratio
+    return tf.cast(ids, tf.int32), weights
+
+  iy, wy = neighbours(grid_y, height)
+  ix, wx = neighbours(grid_x, width)
+  # [B, N, out*ratio*2 (y), out*ratio*2 (x)] rows of the flattened levels.
+  iy = tf.reshape(iy, [batch, num_boxes, -1])
+  ix = tf.reshape(ix, [batch, num_boxes, -1])
+  rows = (base[..., None] + iy[..., :, None] * (width_i[..., None] + 1) +
+          ix[..., None, :])
+  values = tf.gather(flat, tf.reshape(rows, [batch, -1]), batch_dims=1)
+  values = tf.reshape(values, [batch, num_boxes, output_size, 2 * ratio,
+                               output_size, 2 * ratio, channels])
+  wy = tf.cast(tf.reshape(wy, [batch, num_boxes, output_size, 2 * ratio]),
+               dtype)
+  wx = tf.cast(tf.reshape(wx, [batch, num_boxes, output_size, 2 * ratio]),
+               dtype)
+  return tf.einsum('bnysxtc,bnys,bnxt->bnyxc', values, wy, wx)
