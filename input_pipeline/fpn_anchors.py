@@ -69,6 +69,18 @@ def anchor_boxes(image_size: tuple, config: AnchorConfig = AnchorConfig()
   return np.concatenate(levels).astype(np.float32)
 
 
+def by_level(anchors: np.ndarray, image_size: tuple,
+             config: AnchorConfig = AnchorConfig()) -> dict:
+  """{level: [H_l W_l A, 4]}: `anchor_boxes` split by level (their
+  `unpack_labels`); the same split serves per-anchor targets."""
+  out, start = {}, 0
+  for level, (h, w) in level_sizes(image_size, config).items():
+    count = h * w * config.anchors_per_location
+    out[level] = anchors[start:start + count]
+    start += count
+  return out
+
+
 def level_sizes(image_size: tuple, config: AnchorConfig = AnchorConfig()
                 ) -> dict:
   """{level: (feature height, feature width)}."""
