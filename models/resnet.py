@@ -31,6 +31,7 @@ class ResNet(tf.Module):
                kernel_init_scale: float = 1.0, spatial_partitions: int = 1,
                spatial_height: int = 0, spatial_row_multiple: int = 1,
                stage_strides: tuple = (1, 2, 2, 2), classifier: bool = True,
+               frozen: tuple = (), frozen_batch_norm: bool = False,
                seed: int = 0):
     """Args:
       depth: 10, 18, 34, 50 or 101.
@@ -58,6 +59,12 @@ class ResNet(tf.Module):
         third at stride 1).
       classifier: build the pooled classifier (`resnet/fc`); without it the
         model is a backbone and only `features` is called.
+      frozen: name prefixes of variables that do not train (Mask R-CNN's
+        backbone: ('resnet/stem/', 'resnet/stage1/'), as Google's freezes
+        the stem and the first stage).
+      frozen_batch_norm: every batch norm normalizes by its moving
+        statistics, in training too, and its gamma and beta do not train
+        (Mask R-CNN's `is_training_bn=False`).
       seed: initialisation seed.
     """
     super().__init__(name='resnet')
@@ -80,6 +87,7 @@ class ResNet(tf.Module):
           f'SPATIAL_PARTITIONS ({spatial_partitions}): batch-norm statistics '
           'must span the replicas that share an image.')
     self.bottleneck = depth in BOTTLENECK_DEPTHS
+    self.frozen, self.frozen_batch_norm = tuple(frozen), frozen_batch_norm
     self._seed = seed
     self._init_scale = kernel_init_scale
     self._counter = 0
@@ -123,8 +131,9 @@ class ResNet(tf.Module):
     self._counter += 1
     return [self._seed, self._counter]
 
-  @staticmethod
-  def _var(name, value, trainable=True):
+  def _var(self, name, value, trainable=True):
+    trainable = trainable and not name.startswith(self.frozen) and not (
+        self.frozen_batch_norm and '/bn' in name)
     return tf.Variable(value, name=name, trainable=trainable)
 
   def _conv(self, name, k, cin, cout):
@@ -186,8 +195,10 @@ class ResNet(tf.Module):
     logits = tf.cast(logits, tf.float32) + self.params['resnet/fc/bias']
     return logits, updates
 
-  def features(self, images, *, training: bool):
-    """The last stage's feature map (in the compute dtype).
+  def features(self, images, *, training: bool, stages: bool = False):
+    """The last stage's feature map (in the compute dtype), or with
+    `stages` every stage's: {2: C2, 3: C3, ...} (stage s's output is level
+    s + 1, stride 2^(s + 1)).
 
     Returns:
       (features, state_updates, partitioned): `partitioned` says the map is
@@ -222,16 +233,18 @@ class ResNet(tf.Module):
       """Padding rows of uneven slices back to zero (models/spatial.py)."""
       return spatial.masked(x) if partitioned else x
 
+    batch_stats = training and not self.frozen_batch_norm
+
     def bn(x, name, relu=True):
       mask = spatial.mask(x) if partitioned else None
       y, mean, var = layers.batch_norm(
           x, weights[f'{name}/gamma'], weights[f'{name}/beta'],
           self.state[f'{name}/moving_mean'],
-          self.state[f'{name}/moving_variance'], training=training,
+          self.state[f'{name}/moving_variance'], training=batch_stats,
           sync=self.bn_sync, momentum=self.bn_momentum,
           epsilon=self.bn_epsilon, mask=mask,
           valid_fraction=spatial.valid_fraction(x.shape[1]))
-      if training:
+      if batch_stats:
         updates[f'{name}/moving_mean'] = mean
         updates[f'{name}/moving_variance'] = var
       y = tf.nn.relu(y) if relu else y
@@ -244,6 +257,7 @@ class ResNet(tf.Module):
       x = masked(spatial_lib.max_pool(x, 3, 2, spatial))
     else:
       x = tf.nn.max_pool2d(x, 3, 2, 'SAME')
+    outputs = {}
     for name, stride, projection in self.blocks:
       x = split_or_whole(x, stride)
       shortcut = x
@@ -258,7 +272,8 @@ class ResNet(tf.Module):
         y = bn(conv(x, f'{name}/conv1', stride), f'{name}/bn1')
         y = bn(conv(y, f'{name}/conv2'), f'{name}/bn2', relu=False)
       x = tf.nn.relu(y + shortcut)
-    return x, updates, partitioned
+      outputs[int(name.split('/stage')[1].split('/')[0]) + 1] = x
+    return (outputs if stages else x), updates, partitioned
 
   def forward_flops(self, image_size: int) -> int:
     """Multiply-add FLOPs (2 per MAC) of one example's forward pass."""

@@ -1,0 +1,190 @@
+"""Mask R-CNN's network as Google's MLPerf v0.7 code builds it
+(maskrcnn-research-TF-tpu-*: fpn.py, mask_rcnn_architecture.py `rpn_net`,
+`faster_rcnn_heads`, `mask_rcnn_heads`), as a plain tf.Module: the parts
+the training and evaluation graphs (models/maskrcnn_task.py, to come)
+assemble with the proposals, RoI sampling, RoIAlign, targets and losses of
+their own modules.
+
+- Backbone: models.resnet.ResNet without its classifier, every batch norm
+  frozen (moving statistics, gamma and beta untrained) and the stem and
+  first stage frozen, as theirs; C2..C5.
+- FPN: 1x1 laterals of 256 on C2..C5, the top-down sum with nearest
+  upsampling, 3x3 convolutions of 256 after it (glorot-uniform kernels,
+  zero biases: tf.layers' defaults), P6 = P5 subsampled by 2 (their 1x1
+  max pool of stride 2).
+- RPN, shared by P2..P6: 3x3 conv 256 + ReLU, then 1x1 to A scores and
+  4 A deltas (normal 0.01).
+- Box head on 7x7 RoIAlign: fc6, fc7 of 1024 + ReLU (glorot uniform),
+  class logits (normal 0.01) and class-major deltas (normal 0.001).
+- Mask head on 14x14 RoIAlign: four 3x3 convs of 256 + ReLU, a 2x2
+  stride-2 transposed conv of 256 + ReLU, a 1x1 conv to a mask per class
+  (normal, std sqrt(2 / (k k fan_out)): Caffe2's MSRAFill), 28x28.
+
+Biases learn at twice the rate (their `train_op` doubles the gradients of
+'bias' and 'beta' variables; every beta here is frozen): each bias is read
+through `double_gradient`, the identity whose gradient is doubled.
+"""
+
+import math
+
+import tensorflow as tf
+
+from models import layers
+from models import resnet as resnet_lib
+from models import roi_align
+
+FPN_CHANNELS = 256
+MIN_LEVEL, MAX_LEVEL = 2, 6
+FROZEN = ('resnet/stem/', 'resnet/stage1/')  # Their conv2d .. conv2d_10.
+
+
+@tf.custom_gradient
+def double_gradient(x):
+  """x, with its gradient doubled."""
+  return tf.identity(x), lambda dy: 2.0 * dy
+
+
+def _glorot_uniform(shape, seed, fan_in: int, fan_out: int):
+  limit = math.sqrt(6.0 / (fan_in + fan_out))
+  return tf.random.stateless_uniform(shape, seed, -limit, limit)
+
+
+class MaskRCNN(tf.Module):
+  """Google's v0.7 Mask R-CNN network.
+
+  Variables live in `params` by path name; trainable ones are those
+  `tf.Module.trainable_variables` lists (the backbone's frozen parts are
+  not). The backbone's batch-norm state stays as loaded (frozen).
+  """
+
+  def __init__(self, *, num_classes: int = 91, depth: int = 50,
+               width_multiplier: float = 1.0, anchors_per_location: int = 3,
+               mlp_head_dim: int = 1024, mask_resolution: int = 28,
+               compute_dtype: str = 'float32', seed: int = 0):
+    super().__init__(name='maskrcnn')
+    self.num_classes, self.mask_resolution = num_classes, mask_resolution
+    self.anchors_per_location = anchors_per_location
+    self.dtype = layers.compute_dtype(compute_dtype)
+    self.backbone = resnet_lib.ResNet(
+        depth=depth, width_multiplier=width_multiplier, classifier=False,
+        frozen=FROZEN, frozen_batch_norm=True, compute_dtype=compute_dtype,
+        zero_init_last_bn_gamma=False, seed=seed)
+    self._seed, self._counter = seed + 1, 0
+    self.params = {}
+    stage_channels = self._stage_channels(depth, width_multiplier)
+    for level, cin in stage_channels.items():
+      self._conv(f'fpn/l{level}', 1, cin, FPN_CHANNELS, 'glorot')
+      self._conv(f'fpn/post_hoc_d{level}', 3, FPN_CHANNELS, FPN_CHANNELS,
+                 'glorot')
+    a = anchors_per_location
+    self._conv('rpn/conv', 3, FPN_CHANNELS, FPN_CHANNELS, 0.01)
+    self._conv('rpn/class', 1, FPN_CHANNELS, a, 0.01)
+    self._conv('rpn/box', 1, FPN_CHANNELS, 4 * a, 0.01)
+    roi_features = 7 * 7 * FPN_CHANNELS
+    self._dense('box/fc6', roi_features, mlp_head_dim, 'glorot')
+    self._dense('box/fc7', mlp_head_dim, mlp_head_dim, 'glorot')
+    self._dense('box/class', mlp_head_dim, num_classes, 0.01)
+    self._dense('box/box', mlp_head_dim, 4 * num_classes, 0.001)
+    for i in range(4):
+      self._conv(f'mask/conv{i}', 3, FPN_CHANNELS, FPN_CHANNELS,
+                 math.sqrt(2 / (9 * FPN_CHANNELS)))
+    self._conv('mask/deconv', 2, FPN_CHANNELS, FPN_CHANNELS,
+               math.sqrt(2 / (4 * FPN_CHANNELS)))
+    self._conv('mask/logits', 1, FPN_CHANNELS, num_classes,
+               math.sqrt(2 / num_classes))
+
+  @staticmethod
+  def _stage_channels(depth: int, width_multiplier: float) -> dict:
+    expansion = 4 if depth in resnet_lib.BOTTLENECK_DEPTHS else 1
+    return {s + 2: max(1, int(round(64 * 2**s * width_multiplier))) *
+            expansion for s in range(4)}
+
+  # -- Variables --------------------------------------------------------------
+
+  def _next_seed(self):
+    self._counter += 1
+    return [self._seed, self._counter]
+
+  def _init(self, shape, init, fan_in, fan_out):
+    if init == 'glorot':
+      return _glorot_uniform(shape, self._next_seed(), fan_in, fan_out)
+    return tf.random.stateless_normal(shape, self._next_seed(), stddev=init)
+
+  def _conv(self, name, k, cin, cout, init):
+    self.params[f'{name}/kernel'] = tf.Variable(
+        self._init([k, k, cin, cout], init, k * k * cin, k * k * cout),
+        name=f'{name}/kernel')
+    self.params[f'{name}/bias'] = tf.Variable(tf.zeros([cout]),
+                                              name=f'{name}/bias')
+
+  def _dense(self, name, cin, cout, init):
+    self.params[f'{name}/kernel'] = tf.Variable(
+        self._init([cin, cout], init, cin, cout), name=f'{name}/kernel')
+    self.params[f'{name}/bias'] = tf.Variable(tf.zeros([cout]),
+                                              name=f'{name}/bias')
+
+  def _weights(self, name):
+    return (tf.cast(self.params[f'{name}/kernel'], self.dtype),
+            tf.cast(double_gradient(self.params[f'{name}/bias']), self.dtype))
+
+  def _apply_conv(self, x, name, relu=False):
+    kernel, bias = self._weights(name)
+    y = tf.nn.conv2d(x, kernel, 1, 'SAME') + bias
+    return tf.nn.relu(y) if relu else y
+
+  def _apply_dense(self, x, name, relu=False):
+    kernel, bias = self._weights(name)
+    y = tf.einsum('bni,io->bno', x, kernel) + bias
+    return tf.nn.relu(y) if relu else y
+
+  # -- Forward ----------------------------------------------------------------
+
+  def pyramid(self, images, *, training: bool) -> dict:
+    """{2..6: [B, H / 2^l, W / 2^l, 256]} from [B, H, W, 3] images."""
+    stages, _, _ = self.backbone.features(images, training=training,
+                                          stages=True)
+    lateral = {level: self._apply_conv(stages[level], f'fpn/l{level}')
+               for level in stages}
+    top = max(lateral)
+    feats = {top: lateral[top]}
+    for level in range(top - 1, min(lateral) - 1, -1):
+      up = tf.repeat(tf.repeat(feats[level + 1], 2, axis=1), 2, axis=2)
+      feats[level] = up + lateral[level]
+    feats = {level: self._apply_conv(f, f'fpn/post_hoc_d{level}')
+             for level, f in feats.items()}
+    feats[MAX_LEVEL] = feats[top][:, ::2, ::2, :]
+    return feats
+
+  def rpn(self, features: dict):
+    """({level: [B, H, W, A] logits}, {level: [B, H, W, 4 A] deltas})."""
+    scores, boxes = {}, {}
+    for level, f in features.items():
+      x = self._apply_conv(f, 'rpn/conv', relu=True)
+      scores[level] = self._apply_conv(x, 'rpn/class')
+      boxes[level] = self._apply_conv(x, 'rpn/box')
+    return scores, boxes
+
+  def box_head(self, features: dict, rois):
+    """([B, K, C] class logits, [B, K, 4 C] deltas) of [B, K, 4] RoIs."""
+    x = roi_align.multilevel_crop_and_resize(features, rois, output_size=7)
+    x = tf.reshape(x, [x.shape[0], x.shape[1], -1])
+    x = self._apply_dense(x, 'box/fc6', relu=True)
+    x = self._apply_dense(x, 'box/fc7', relu=True)
+    return (tf.cast(self._apply_dense(x, 'box/class'), tf.float32),
+            tf.cast(self._apply_dense(x, 'box/box'), tf.float32))
+
+  def mask_head(self, features: dict, rois):
+    """[B, M, 28, 28, C] mask logits of [B, M, 4] RoIs."""
+    x = roi_align.multilevel_crop_and_resize(features, rois, output_size=14)
+    batch, num = x.shape[:2]
+    x = tf.reshape(x, [batch * num, x.shape[2], x.shape[3], x.shape[4]])
+    for i in range(4):
+      x = self._apply_conv(x, f'mask/conv{i}', relu=True)
+    kernel, bias = self._weights('mask/deconv')
+    size = 2 * x.shape[1]
+    x = tf.nn.relu(tf.nn.conv2d_transpose(
+        x, kernel, [batch * num, size, size, FPN_CHANNELS], 2, 'VALID') +
+                   bias)
+    x = self._apply_conv(x, 'mask/logits')
+    return tf.cast(tf.reshape(x, [batch, num, size, size, self.num_classes]),
+                   tf.float32)
