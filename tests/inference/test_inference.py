@@ -282,3 +282,40 @@ def test_peak_search_stops_on_an_invalid_run_with_no_late_query():
                            r'--min_query_count'):
     audit.find_peak_qps(run_at, start_qps=2)
   assert runs == [2]
+
+
+def test_the_offline_probe_reads_samples_from_across_the_library():
+  # A translation batch lasts as long as its longest sentence: the probe
+  # must see a spread of samples, not the first batch over and over.
+  from inference import run as run_lib
+
+  class Library:
+    total = 251
+
+    def __init__(self):
+      self.held = set()
+
+    def load(self, ids):
+      self.held |= set(ids)
+
+    def unload(self, ids):
+      self.held -= set(ids)
+
+    def get(self, ids):
+      assert set(ids) <= self.held
+      return {'ids': np.array(ids)}
+
+  class Backend:
+    def __init__(self):
+      self.seen = set()
+
+    def predict(self, batch):
+      self.seen |= set(batch['ids'].tolist())
+      return {}
+
+  library, backend = Library(), Backend()
+  rate = run_lib.probe_qps(backend, library, max_batch=32, workers=2,
+                           seconds=0.0)
+  assert rate > 0 and not library.held  # Everything it loaded, unloaded.
+  assert len(backend.seen) == 128  # Four batches' worth...
+  assert min(backend.seen) == 0 and max(backend.seen) == 250  # ...spread.
