@@ -2,6 +2,7 @@
 
 import os
 import re
+import time
 
 import gin
 import numpy as np
@@ -227,6 +228,38 @@ def test_a_failing_backend_ends_the_run_with_its_error_not_a_hang(
         mode='performance', output_dir=str(tmp_path / 'out'),
         model_name='resnet50', max_batch=1, min_duration_ms=100,
         offline_expected_qps=100)
+
+
+def test_an_offline_run_that_outpaces_its_probe_runs_again_sized_by_itself(
+    quickstart_data, tmp_path, capsys):
+  # The backend answers slowly while the probe times it, then at once: the
+  # first run (sized at twice the probe's rate) ends long before
+  # min_duration, and the harness runs again sized from LoadGen's own rate.
+  class SlowThenFast:
+    calls = 0
+
+    def check_inputs(self, inputs):
+      del inputs
+
+    def predict(self, inputs):
+      self.calls += 1
+      if self.calls <= 12:  # The warm-up and the probe's second.
+        time.sleep(0.15)
+      return {'classes': np.zeros([len(inputs['images'])], np.int32)}
+
+  report = run_lib.run_benchmark(
+      task=task_for(quickstart_data), backend=SlowThenFast(),
+      scenario='Offline', mode='performance',
+      output_dir=str(tmp_path / 'out'), model_name='resnet50', max_batch=8,
+      min_duration_ms=1000)
+  printed = capsys.readouterr().out
+  probe = float(re.search(r'expected QPS = ([\d.]+)', printed).group(1))
+  again = re.search(r'the run answered ([\d.]+) samples/s, faster than the '
+                    r'probe.*expected QPS ([\d.]+)', printed)
+  assert again, printed
+  rate, sized = map(float, again.groups())
+  assert rate > probe and sized == pytest.approx(2 * rate, rel=1e-3)
+  assert report.value > 0
 
 
 class _PeakReport:
