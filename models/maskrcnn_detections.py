@@ -14,6 +14,7 @@ network's image, classes 1.., zero rows where fewer were found.
 import tensorflow as tf
 
 from models import detectron_boxes
+from models import proposals
 
 SCORE_THRESHOLD = 0.05
 
@@ -56,15 +57,8 @@ def generate_detections(class_probs, box_outputs, rois, image_info,
   class_boxes = tf.gather(boxes, order, batch_dims=1)  # [B, fg, pre, 4]
   flat_boxes = tf.reshape(class_boxes, [batch * fg, pre_nms, 4])
   flat_scores = tf.reshape(class_scores, [batch * fg, pre_nms])
-  picked, valid = tf.image.non_max_suppression_padded(
-      flat_boxes, flat_scores, num_detections, iou_threshold=nms_threshold,
-      pad_to_max_output_size=True, sorted_input=True,
-      canonicalized_coordinates=True)
-  inside = tf.range(num_detections)[None, :] < valid[:, None]
-  kept_scores = tf.where(inside, tf.gather(flat_scores, picked,
-                                           batch_dims=1), 0.0)
-  kept_boxes = tf.where(inside[..., None], tf.gather(flat_boxes, picked,
-                                                     batch_dims=1), 0.0)
+  kept_scores, kept_boxes = proposals.padded_nms(
+      flat_scores, flat_boxes, num_detections, nms_threshold)
   kept_scores = tf.reshape(kept_scores, [batch, fg * num_detections])
   kept_boxes = tf.reshape(kept_boxes, [batch, fg * num_detections, 4])
   kept_classes = tf.repeat(tf.range(fg), num_detections)  # Row's class.

@@ -21,6 +21,20 @@ import tensorflow as tf
 from models import detectron_boxes
 
 
+def padded_nms(scores, boxes, max_output: int, iou_threshold: float):
+  """Greedy NMS of [B, N] score-sorted boxes [B, N, 4]: (scores [B, max],
+  boxes [B, max, 4]) of the boxes kept, in order, zeros after them (their
+  non_max_suppression_padded then gather_*_by_indices)."""
+  picked, valid = tf.image.non_max_suppression_padded(
+      boxes, scores, max_output, iou_threshold=iou_threshold,
+      pad_to_max_output_size=True, sorted_input=True,
+      canonicalized_coordinates=True)
+  inside = tf.range(max_output)[None, :] < valid[:, None]
+  return (tf.where(inside, tf.gather(scores, picked, batch_dims=1), 0.0),
+          tf.where(inside[..., None], tf.gather(boxes, picked, batch_dims=1),
+                   0.0))
+
+
 def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
                      post_nms_topn: int, nms_threshold: float,
                      min_size: float):
@@ -38,14 +52,7 @@ def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
                                                height, width, scale)
   keep = min(k, post_nms_topn)
   if nms_threshold > 0:
-    picked, valid = tf.image.non_max_suppression_padded(
-        boxes, scores, keep, iou_threshold=nms_threshold,
-        pad_to_max_output_size=True, sorted_input=True,
-        canonicalized_coordinates=True)
-    inside = tf.range(keep)[None, :] < valid[:, None]
-    scores = tf.where(inside, tf.gather(scores, picked, batch_dims=1), 0.0)
-    boxes = tf.where(inside[..., None], tf.gather(boxes, picked,
-                                                  batch_dims=1), 0.0)
+    scores, boxes = padded_nms(scores, boxes, keep, nms_threshold)
   scores, top = tf.math.top_k(scores, k=keep)
   return scores, tf.gather(boxes, top, batch_dims=1)
 

@@ -19,6 +19,8 @@ does this.
 
 import tensorflow as tf
 
+from input_pipeline import fpn_anchors
+
 EPSILON = 1e-8
 
 
@@ -39,27 +41,14 @@ def overlap(boxes, gt_boxes):
 
 
 def _sample(candidates, positives, size: int, fg_fraction: float, seed):
-  """[N] bool: exactly `size` rows (N >= size) as described above."""
-  seeds = tf.random.experimental.stateless_split(seed, 2)
-
-  def random_rank(pool, seed):  # 0.. in a random order over `pool`.
-    keys = tf.where(pool, tf.random.stateless_uniform(tf.shape(pool), seed),
-                    2.0)
-    return tf.argsort(tf.argsort(keys))
-
-  negatives = tf.logical_and(candidates, tf.logical_not(positives))
-  positives = tf.logical_and(candidates, positives)
-  n_pos = tf.minimum(int(size * fg_fraction),
-                     tf.reduce_sum(tf.cast(positives, tf.int32)))
-  chosen = tf.logical_and(positives, random_rank(positives, seeds[0]) < n_pos)
-  n_neg = tf.minimum(size - n_pos, tf.reduce_sum(tf.cast(negatives, tf.int32)))
-  chosen |= tf.logical_and(negatives,
-                           random_rank(negatives, seeds[1]) < n_neg)
-  # Short of candidates: other rows, in row order, to fill the sample.
+  """[N] bool: exactly `size` rows (N >= size) as described above: the
+  balanced draw (fpn_anchors.sample_balanced, the RPN's too), then other
+  rows in row order while the sample is short."""
+  chosen = fpn_anchors.sample_balanced(candidates, positives, size,
+                                       fg_fraction, seed)
   others = tf.logical_not(candidates)
-  fill = size - n_pos - n_neg
-  chosen |= tf.logical_and(others, tf.cumsum(tf.cast(others, tf.int32)) <= fill)
-  return chosen
+  fill = size - tf.reduce_sum(tf.cast(chosen, tf.int32))
+  return chosen | (others & (tf.cumsum(tf.cast(others, tf.int32)) <= fill))
 
 
 def assign_and_sample(proposals, gt_boxes, gt_classes, image_scale, seed, *,
