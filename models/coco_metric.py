@@ -1,5 +1,5 @@
-"""COCO box mAP with pycocotools, its per-image evaluation in a pool of
-host processes.
+"""COCO box (and mask) mAP with pycocotools, its per-image evaluation in a
+pool of host processes.
 
 MLPerf's SSD quality is pycocotools' `COCOeval(iouType='bbox')` AP (IoU
 0.50:0.95, all areas, 100 detections) over every image of the eval
@@ -17,6 +17,12 @@ images the same way and sends their per-image records, packed to what
 worker puts the records back in one process's (category, area, image)
 order and accumulates: the same AP bit for bit again.
 
+Mask R-CNN adds COCO's `segm` evaluation: each detection's 28x28 mask is
+pasted into its image (models/mask_paste.py, Google's segm_results) in the
+pool's processes, and the same detections, boxes and masks, are loaded once
+for both evaluations (Google's MaskCOCO: a result's area is its box's,
+which only the by-size figures read).
+
 Imports no TensorFlow: the pool's processes start fresh (spawn) and import
 this module alone.
 """
@@ -32,6 +38,7 @@ from pycocotools import coco as coco_lib
 from pycocotools import cocoeval
 
 from models import host_pool
+from models import mask_paste
 
 STAT_NAMES = ('AP', 'AP50', 'AP75', 'APs', 'APm', 'APl', 'ARmax1', 'ARmax10',
               'ARmax100', 'ARs', 'ARm', 'ARl')
@@ -68,10 +75,39 @@ def detections_coco(gt: coco_lib.COCO, detections: np.ndarray
     return empty
 
 
+def segmentation_results(detections: np.ndarray, masks: np.ndarray,
+                         sizes: Mapping[int, tuple]) -> list[dict]:
+  """loadRes dicts of detections ([n, 7]) with their [n, M, M] mask
+  probabilities pasted into their images (`sizes`: image id -> (height,
+  width)) as compressed RLEs."""
+  out = []
+  ids = detections[:, 0].astype(np.int64)
+  for image_id in np.unique(ids):
+    rows = np.flatnonzero(ids == image_id)
+    height, width = sizes[int(image_id)]
+    rles = mask_paste.to_rle(mask_paste.paste(
+        masks[rows], detections[rows, 1:5], int(height), int(width)))
+    for row, rle in zip(rows, rles):
+      d = detections[row]
+      out.append({'image_id': int(d[0]), 'bbox': [float(v) for v in d[1:5]],
+                  'score': float(d[5]), 'category_id': int(d[6]),
+                  'segmentation': rle})
+  return out
+
+
 def evaluate_images(gt: coco_lib.COCO, detections: np.ndarray,
-                    image_ids: Sequence[int]) -> list:
-  """COCOeval.evaluate() over `image_ids` alone: its evalImgs records."""
-  ev = cocoeval.COCOeval(gt, detections_coco(gt, detections), 'bbox')
+                    image_ids: Sequence[int], iou_type: str = 'bbox',
+                    segmentations: list | None = None) -> list:
+  """COCOeval.evaluate() over `image_ids` alone: its evalImgs records.
+  `segm` reads `segmentations` (segmentation_results) instead of the
+  detections' array."""
+  if iou_type == 'segm' and segmentations:
+    with contextlib.redirect_stdout(io.StringIO()):
+      results = gt.loadRes(copy.deepcopy(segmentations))
+  else:
+    results = detections_coco(gt, detections if iou_type == 'bbox' else
+                              np.zeros([0, 7]))
+  ev = cocoeval.COCOeval(gt, results, iou_type)
   ev.params.imgIds = list(image_ids)
   with contextlib.redirect_stdout(io.StringIO()):
     ev.evaluate()
@@ -195,9 +231,19 @@ def _init_worker(annotation_file: str) -> None:
   _WORKER_GT = load_annotations(annotation_file)
 
 
+def evaluate_all(gt: coco_lib.COCO, detections: np.ndarray,
+                 image_ids: Sequence[int], iou_types: Sequence[str],
+                 masks: np.ndarray | None, sizes: Mapping[int, tuple]
+                 ) -> list[list]:
+  """evaluate_images for each of `iou_types` (masks pasted once)."""
+  segmentations = (segmentation_results(detections, masks, sizes)
+                   if 'segm' in iou_types and len(detections) else None)
+  return [evaluate_images(gt, detections, image_ids, t, segmentations)
+          for t in iou_types]
+
+
 def _evaluate_chunk(args) -> list:
-  detections, image_ids = args
-  return evaluate_images(_WORKER_GT, detections, image_ids)
+  return evaluate_all(_WORKER_GT, *args)
 
 
 def join_chunks(chunks: Sequence[list], blocks: int) -> list:
@@ -210,10 +256,11 @@ def join_chunks(chunks: Sequence[list], blocks: int) -> list:
 
 
 def summarize(gt: coco_lib.COCO, image_ids: Sequence[int],
-              chunks: Sequence[list]) -> dict[str, float]:
+              chunks: Sequence[list], iou_type: str = 'bbox'
+              ) -> dict[str, float]:
   """accumulate() and summarize() over evalImgs chunks of contiguous image
   id ranges, in order."""
-  ev = cocoeval.COCOeval(gt, None, 'bbox')
+  ev = cocoeval.COCOeval(gt, None, iou_type)
   ev.params.imgIds = sorted(image_ids)
   params = ev.params
   params.maxDets = sorted(params.maxDets)
@@ -226,10 +273,17 @@ def summarize(gt: coco_lib.COCO, image_ids: Sequence[int],
 
 
 def coco_map(gt: coco_lib.COCO, detections: np.ndarray,
-             image_ids: Sequence[int] | None = None) -> dict[str, float]:
+             image_ids: Sequence[int] | None = None, iou_type: str = 'bbox',
+             segmentations: list | None = None) -> dict[str, float]:
   """pycocotools' own sequence in this process (the reference the pool is
-  tested against), over `image_ids` (None: every image of `gt`)."""
-  ev = cocoeval.COCOeval(gt, detections_coco(gt, detections), 'bbox')
+  tested against), over `image_ids` (None: every image of `gt`); `segm`
+  over `segmentations` (loadRes dicts)."""
+  if iou_type == 'segm':
+    with contextlib.redirect_stdout(io.StringIO()):
+      results = gt.loadRes(copy.deepcopy(segmentations))
+  else:
+    results = detections_coco(gt, detections)
+  ev = cocoeval.COCOeval(gt, results, iou_type)
   if image_ids is not None:
     ev.params.imgIds = list(image_ids)
   with contextlib.redirect_stdout(io.StringIO()):
@@ -240,22 +294,26 @@ def coco_map(gt: coco_lib.COCO, detections: np.ndarray,
 
 
 class CocoMetric:
-  """COCO box mAP of on-device detections. Implements
-  training.task.PerHostMetric, fed per image `image_id` [n], `boxes` [n, D, 4]
-  (x, y, w, h in the original image's pixels), `scores` [n, D] (0 for an
-  empty slot) and `classes` [n, D] (labels 1..K)."""
+  """COCO box (and mask) mAP of on-device detections. Implements
+  training.task.PerHostMetric, fed per image `image_id` [n], `boxes`
+  [n, D, 4] (x, y, w, h in the original image's pixels), `scores` [n, D] (0
+  for an empty slot) and `classes` [n, D] (labels 1..K); for `segm` also
+  `masks` [n, D, M, M] (probabilities) and `image_size` [n, 2] (the
+  original height and width)."""
 
   def __init__(self, *, annotation_file: str, category_ids: Sequence[int],
-               processes: int = 4):
+               processes: int = 4, iou_types: Sequence[str] = ('bbox',)):
     """Args:
       annotation_file: the eval set's COCO annotations.
       category_ids: the COCO category id of each label 1..K.
       processes: evaluate images in this many host processes (0 or 1: in
         this process).
+      iou_types: 'bbox', and 'segm' for masks.
     """
     self.annotation_file = annotation_file
     self.category_ids = np.asarray([0] + list(category_ids), np.float64)
     self.processes = processes
+    self.iou_types = tuple(iou_types)
     self._gt = None
     self._pool = host_pool.HostPool(processes, initializer=_init_worker,
                                     initargs=(annotation_file,))
@@ -269,7 +327,7 @@ class CocoMetric:
 
   def reset(self) -> None:
     self._seen = set()
-    self._rows = []
+    self._rows, self._masks, self._sizes = [], [], {}
 
   def update(self, outputs: Mapping[str, np.ndarray]) -> None:
     ids = np.asarray(outputs['image_id'])
@@ -287,16 +345,32 @@ class CocoMetric:
         self.category_ids[np.asarray(outputs['classes'])][..., None]],
                           axis=-1)
     self._rows.append(rows[real])
+    if 'segm' in self.iou_types:
+      self._masks.append(np.asarray(outputs['masks'], np.float32)[real])
+      for image_id, size in zip(ids.tolist(),
+                                np.asarray(outputs['image_size']).tolist()):
+        self._sizes[image_id] = tuple(size)
 
   def detections(self) -> np.ndarray:
     """[n, 7] rows of everything added since `reset`."""
     return (np.concatenate(self._rows) if self._rows else
             np.zeros([0, 7], np.float64))
 
+  def masks(self) -> np.ndarray | None:
+    """[n, M, M] masks of `detections()` (None without `segm`)."""
+    if 'segm' not in self.iou_types:
+      return None
+    return np.concatenate(self._masks) if self._masks else np.zeros([0, 1, 1])
+
+  @staticmethod
+  def _named(stats: dict, iou_type: str) -> dict:
+    prefix = '' if iou_type == 'bbox' else f'{iou_type}_'
+    return {prefix + k: v for k, v in stats.items()}
+
   def result(self) -> dict[str, float]:
-    """pycocotools' 12 statistics ('AP' is MLPerf's mAP), 'images' and
-    'detections' (scored boxes); every image of the annotation file must
-    have come once."""
+    """pycocotools' 12 statistics ('AP' is MLPerf's box mAP; with masks
+    'segm_AP' and the rest so named), 'images' and 'detections' (scored
+    boxes); every image of the annotation file must have come once."""
     image_ids = sorted(self.gt.getImgIds())
     missing = set(image_ids) - self._seen
     if missing:
@@ -306,35 +380,50 @@ class CocoMetric:
           f'{sorted(missing)[:3]}): the eval records and the annotation '
           'file must hold the same images.')
     detections = self.detections()
-    stats = self._pooled(detections, image_ids)
+    stats = {}
+    for iou_type, chunks in zip(self.iou_types, self._evaluated(
+        detections, image_ids)):
+      stats.update(self._named(summarize(self.gt, image_ids, chunks,
+                                         iou_type), iou_type))
     stats['images'] = float(len(image_ids))
     stats['detections'] = float(len(detections))
     return stats
 
-  def _pooled(self, detections, image_ids):
-    return summarize(self.gt, image_ids,
-                     self._evaluated(detections, image_ids))
-
-  def _evaluated(self, detections, image_ids) -> list:
-    """evalImgs chunks of contiguous runs of `image_ids`, in order."""
+  def _evaluated(self, detections, image_ids) -> list[list]:
+    """For each iou type, evalImgs chunks of contiguous runs of
+    `image_ids`, in order."""
+    masks = self.masks()
     if self.processes <= 1:
-      return [evaluate_images(self.gt, detections, image_ids)]
+      return [[records] for records in evaluate_all(
+          self.gt, detections, image_ids, self.iou_types, masks,
+          self._sizes)]
     parts = [list(p) for p in np.array_split(image_ids, self.processes)
              if len(p)]
     by_image = detections[:, 0].astype(np.int64)
-    work = [(detections[np.isin(by_image, part)], part) for part in parts]
-    return self._pool.map(_evaluate_chunk, work)
+    work = []
+    for part in parts:
+      mine = np.isin(by_image, part)
+      work.append((detections[mine], part, self.iou_types,
+                   None if masks is None else masks[mine],
+                   {i: self._sizes[i] for i in part if i in self._sizes}))
+    done = self._pool.map(_evaluate_chunk, work)
+    return [[chunk[t] for chunk in done] for t in range(len(self.iou_types))]
 
   def statistics(self) -> np.ndarray:
-    """This host's images evaluated: encode_records of their evalImgs."""
+    """This host's images evaluated: for each iou type, encode_records of
+    their evalImgs, after a header of the types' lengths."""
     image_ids = sorted(self._seen)
     areas = len(cocoeval.Params('bbox').areaRng)
     detections = self.detections()
     if not image_ids:
-      return encode_records([], [], areas, 0)
-    records = join_chunks(self._evaluated(detections, image_ids),
-                          len(self.gt.getCatIds()) * areas)
-    return encode_records(records, image_ids, areas, len(detections))
+      parts = [encode_records([], [], areas, 0) for _ in self.iou_types]
+    else:
+      parts = [encode_records(join_chunks(chunks, len(self.gt.getCatIds()) *
+                                          areas), image_ids, areas,
+                              len(detections))
+               for chunks in self._evaluated(detections, image_ids)]
+    return np.concatenate([np.asarray([len(p) for p in parts], np.float64)] +
+                          parts)
 
   def result_from(self, parts: Sequence[np.ndarray]) -> dict[str, float]:
     """result()'s values from every host's statistics.
@@ -342,25 +431,34 @@ class CocoMetric:
     Raises:
       RuntimeError: if the hosts did not evaluate every image once.
     """
-    seen, records, detections = [], {}, 0
-    params = cocoeval.Params('bbox')
+    types = len(self.iou_types)
+    split = []
     for part in parts:
-      ids, count, host_records = decode_records(
-          part, len(params.areaRng), len(params.iouThrs))
-      seen += ids
-      detections += count
-      records.update(host_records)
+      lengths = np.asarray(part[:types], np.int64)
+      ends = types + np.cumsum(lengths)
+      split.append([part[e - n:e] for e, n in zip(ends, lengths)])
     image_ids = sorted(self.gt.getImgIds())
-    if sorted(seen) != image_ids:
-      raise RuntimeError(
-          f'The hosts evaluated {len(seen)} images ({len(set(seen))} '
-          f'different) of the {len(image_ids)} in {self.annotation_file}: '
-          'each must evaluate its own, every image once.')
-    areas = len(cocoeval.Params('bbox').areaRng)
-    joined = [records.get((k, a, image)) for k in
-              range(len(self.gt.getCatIds())) for a in range(areas)
-              for image in image_ids]
-    stats = summarize(self.gt, image_ids, [joined])
+    stats = {}
+    for t, iou_type in enumerate(self.iou_types):
+      seen, records, detections = [], {}, 0
+      params = cocoeval.Params(iou_type)
+      for host in split:
+        ids, count, host_records = decode_records(
+            host[t], len(params.areaRng), len(params.iouThrs))
+        seen += ids
+        detections += count
+        records.update(host_records)
+      if sorted(seen) != image_ids:
+        raise RuntimeError(
+            f'The hosts evaluated {len(seen)} images ({len(set(seen))} '
+            f'different) of the {len(image_ids)} in {self.annotation_file}: '
+            'each must evaluate its own, every image once.')
+      areas = len(params.areaRng)
+      joined = [records.get((k, a, image)) for k in
+                range(len(self.gt.getCatIds())) for a in range(areas)
+                for image in image_ids]
+      stats.update(self._named(summarize(self.gt, image_ids, [joined],
+                                         iou_type), iou_type))
     stats['images'] = float(len(image_ids))
     stats['detections'] = float(detections)
     return stats
