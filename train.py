@@ -146,7 +146,9 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
         benchmark=task.mlperf_benchmark, submission=submission,
         epoch_num=lambda step: task.mlperf_epoch_num(
             step, schedule.global_batch_size),
-        target=task.target_quality, uploads=writes.uploads)
+        target=getattr(task, 'mlperf_quality_target', task.target_quality),
+        uploads=writes.uploads,
+        accuracy=getattr(task, 'mlperf_eval_accuracy', None))
     events.notify([mlperf], events.InitStart())
     try:
       result = _train(task=task, optimizer=optimizer,
@@ -299,7 +301,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       actions_lib.ProgressLine(global_batch_size=schedule.global_batch_size,
                                target=task.target_quality,
                                quality_name=task.quality_name,
-                               stop_at_target=schedule.stop_at_target),
+                               stop_at_target=schedule.stop_at_target,
+                               detail=getattr(task, 'quality_detail', None)),
       actions_lib.Summaries(model_dir=model_dir, chief=chief,
                             config_text=gin_config.readable(gin.config_str()),
                             quality_tag=task.quality_tag,

@@ -73,10 +73,15 @@ class ProgressLine:
   budget), one as each evaluation starts and one with its result."""
 
   def __init__(self, *, global_batch_size: int, target: float,
-               quality_name: str, stop_at_target: bool = True):
+               quality_name: str, stop_at_target: bool = True, detail=None):
+    """Args:
+      detail: an evaluation's metrics -> words printed after its quality
+        (a task's `quality_detail`), or None.
+    """
     self.global_batch_size, self.target = global_batch_size, target
     self.quality_name = quality_name
     self.stop_at_target = stop_at_target
+    self.detail = detail
 
   def __call__(self, event):
     if isinstance(event, ev.RunStart):
@@ -97,8 +102,9 @@ class ProgressLine:
     elif isinstance(event, ev.EvalEnd):
       late = (f', known at step {event.known_at_step}'
               if event.known_at_step not in (None, event.step) else '')
+      detail = f'; {self.detail(event.metrics)}' if self.detail else ''
       print(f'eval at step {event.step}: quality {event.quality:.4f} '
-            f'(target {self.target}{late})', flush=True)
+            f'(target {self.target}{late}){detail}', flush=True)
     elif isinstance(event, ev.RunEnd) and event.error:
       # Not a quality result: the error's own line follows.
       print(f'run stopped by an error at step {event.step}, after '

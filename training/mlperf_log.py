@@ -158,8 +158,9 @@ class MlperfLog:
 
   def __init__(self, *, path: str | None, benchmark: str,
                submission: Submission, epoch_num,
-               target: float | None = None,
-               uploads: uploads_lib.Uploader | None = None):
+               target: float | dict | None = None,
+               uploads: uploads_lib.Uploader | None = None,
+               accuracy=None):
     """Args:
       path: the log file, or None on non-chief workers.
       benchmark: submission_benchmark ('resnet', 'bert').
@@ -167,8 +168,12 @@ class MlperfLog:
       epoch_num: step -> MLPerf epoch_num (the task's mlperf_epoch_num with
         the global batch bound).
       target: the run's quality target, logged as `quality_target` (not an
-        MLPerf key; the checker ignores it) so plots and scores read it.
+        MLPerf key; the checker ignores it) so plots and scores read it; a
+        dict for a benchmark of several targets (Mask R-CNN's {"BBOX",
+        "SEGM"}).
       uploads: a training/uploads.Uploader for a remote path.
+      accuracy: an evaluation's metrics -> the `eval_accuracy` value (a
+        task's `mlperf_eval_accuracy`); None logs the quality.
 
     Set `hyperparameters` (see `hyperparameters()` below) before InitEnd:
     they are logged before init_stop.
@@ -176,6 +181,7 @@ class MlperfLog:
     self.logger = MlperfLogger(path=path, uploads=uploads)
     self.benchmark, self.submission = benchmark, submission
     self.epoch, self.target = epoch_num, target
+    self.accuracy = accuracy
     self.hyperparameters = {}
     self.block_open = None  # The open block's metadata.
 
@@ -220,7 +226,9 @@ class MlperfLog:
       log.start(mlc.EVAL_START, metadata={'epoch_num': self.epoch(event.step)})
     elif isinstance(event, ev.EvalEnd):
       epoch = self.epoch(event.step)
-      log.event(mlc.EVAL_ACCURACY, event.quality, metadata={'epoch_num': epoch})
+      value = (self.accuracy(event.metrics) if self.accuracy else
+               event.quality)
+      log.event(mlc.EVAL_ACCURACY, value, metadata={'epoch_num': epoch})
       log.end(mlc.EVAL_STOP, metadata={'epoch_num': epoch})
     elif isinstance(event, ev.RunEnd):
       log.end(mlc.RUN_STOP, metadata={'status': event.status})

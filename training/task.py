@@ -185,6 +185,15 @@ class Task(Protocol):
   # many rows (uneven partitioning; a model that masks the padding rows,
   # models/spatial.py). Absent or None: the height must divide.
   # spatial_row_multiple: int | None
+  # Optional, for a benchmark judged on several figures at once (Mask
+  # R-CNN: box and mask AP, both to reach their targets): `quality` is then
+  # one number that reaches `target_quality` when every figure reaches its
+  # own, and
+  #   mlperf_quality_target: dict  -- the figures' targets, logged;
+  #   def mlperf_eval_accuracy(self, metrics) -> dict  -- the figures, as
+  #     MLPerf's eval_accuracy holds them ({"BBOX": .., "SEGM": ..});
+  #   def quality_detail(self, metrics) -> str  -- the figures in words,
+  #     printed with each evaluation.
 
   def build_model(self) -> Model:
     """The model; called under the strategy scope."""

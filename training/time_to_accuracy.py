@@ -19,8 +19,18 @@ MLLOG_PREFIX = ':::MLLOG '
 # What MLPerf's eval_accuracy is for each benchmark (the y-axis).
 METRIC_NAMES = {'resnet': 'top-1 accuracy', 'bert': 'masked-LM accuracy',
                 'transformer': 'BLEU', 'gnmt': 'BLEU', 'ssd': 'COCO box mAP',
-                'maskrcnn': 'COCO box and mask mAP', 'dlrm': 'ROC AUC',
-                'minigo': 'move-prediction accuracy'}
+                'maskrcnn': 'COCO AP / target (lower of box and mask)',
+                'dlrm': 'ROC AUC', 'minigo': 'move-prediction accuracy'}
+# Benchmarks whose eval_accuracy holds several figures, each with its
+# target (MLPerf v0.7: Mask R-CNN's box and mask AP). A run's own
+# quality_target line, when it has one, takes precedence.
+FIGURE_TARGETS = {'maskrcnn': {'BBOX': 0.377, 'SEGM': 0.339}}
+
+
+def figures_quality(value: dict, targets: dict) -> float:
+  """One number for an eval of several figures: the lowest figure's
+  fraction of its target (1.0: every figure at its target)."""
+  return min(float(value[k]) / float(t) for k, t in targets.items())
 
 
 def run_name(path: str) -> str:
@@ -81,6 +91,7 @@ def read_log(path: str) -> RunLog:
     raise ValueError(f'{path} holds no MLPerf log lines (":::MLLOG ...").')
   run = RunLog(path=path, benchmark=None, run_start_ms=None, run_stop_ms=None,
                status=None, evals=[], target=None)
+  target = None
   for line in lines:
     key, value, meta = line['key'], line.get('value'), line.get('metadata', {})
     if key == 'submission_benchmark':
@@ -90,10 +101,24 @@ def read_log(path: str) -> RunLog:
     elif key == 'run_stop':
       run.run_stop_ms, run.status = line['time_ms'], meta.get('status')
     elif key == QUALITY_TARGET:
-      run.target = float(value)
+      target = value
     elif key == 'eval_accuracy' and run.run_start_ms is not None:
       run.evals.append((line['time_ms'] - run.run_start_ms,
-                        meta.get('epoch_num'), float(value)))
+                        meta.get('epoch_num'), value))
+  # Several figures an eval: their quality against their targets (known
+  # once every line is read: Google's logs name the benchmark last).
+  if any(isinstance(q, dict) for _, _, q in run.evals) or isinstance(
+      target, dict):
+    targets = target if isinstance(target, dict) else FIGURE_TARGETS.get(
+        run.benchmark or '')
+    if not targets:
+      raise ValueError(f'{path}: eval_accuracy holds several figures but '
+                       'the log names no target for each (quality_target).')
+    run.evals = [(t, e, figures_quality(q, targets)) for t, e, q in run.evals]
+    run.target = 1.0
+  else:
+    run.evals = [(t, e, float(q)) for t, e, q in run.evals]
+    run.target = None if target is None else float(target)
   return run
 
 
