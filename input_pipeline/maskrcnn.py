@@ -213,8 +213,12 @@ def train_example(image, boxes, classes, masks, seed, *, geometry: Geometry,
       [N, H, W] float32 0/1 (crowds already left out).
     seed: a [2] int stateless seed.
     anchors: (landscape anchors, portrait anchors), [A, 4] each.
+
+  Returns:
+    The example; its `roi_seed` keys the model's RoI sampling (the first
+    example's seed serves its batch).
   """
-  s = tf.random.experimental.stateless_split(seed, 2)
+  s = tf.random.experimental.stateless_split(seed, 3)
   height, width = tf.shape(image)[0], tf.shape(image)[1]
   landscape = height < width
   image = normalize(image)
@@ -243,6 +247,7 @@ def train_example(image, boxes, classes, masks, seed, *, geometry: Geometry,
       'gt_boxes': pad_rows(pixels / scale, n, -1.0),
       'gt_classes': pad_rows(classes, n, -1),
       'gt_masks': tf.ensure_shape(pad_rows(crops, n, -1.0), [n, side, side]),
+      'roi_seed': s[2],
   }
 
 
@@ -507,7 +512,7 @@ class MaskRcnnInput:
                                                      drop_remainder=True)
 
     empty = tf.data.Dataset.from_tensors(padding_example(
-        geometry, True)).repeat(batch).batch(batch)
+        geometry, True)).repeat(batch).batch(batch, drop_remainder=True)
     ds = run(True, counts[0]).concatenate(run(False, counts[1]))
     ds = ds.concatenate(empty.repeat()).take(steps * replicas)
     if cache and self.eval_cache:

@@ -33,9 +33,15 @@ from models import layers
 from models import resnet as resnet_lib
 from models import roi_align
 
-FPN_CHANNELS = 256
+FPN_CHANNELS = 256  # Google's, the FPN's and both heads' convolutions.
 MIN_LEVEL, MAX_LEVEL = 2, 6
 FROZEN = ('resnet/stem/', 'resnet/stage1/')  # Their conv2d .. conv2d_10.
+
+
+def no_decay(name: str) -> bool:
+  """Google's WeightDecayOptimizer skips 'bias' and batch-norm variables
+  (the batch norms are frozen here, or trained without decay when not)."""
+  return 'bias' in name or '/bn' in name
 
 
 @tf.custom_gradient
@@ -60,37 +66,51 @@ class MaskRCNN(tf.Module):
   def __init__(self, *, num_classes: int = 91, depth: int = 50,
                width_multiplier: float = 1.0, anchors_per_location: int = 3,
                mlp_head_dim: int = 1024, mask_resolution: int = 28,
+               fpn_channels: int = FPN_CHANNELS, frozen: tuple = FROZEN, frozen_batch_norm: bool = True,
                compute_dtype: str = 'float32', seed: int = 0):
+    """Args:
+      num_classes: classes with background.
+      depth, width_multiplier: the ResNet backbone's.
+      mlp_head_dim: the box head's two layers' width.
+      fpn_channels: the FPN's, the RPN's and the mask head's channels.
+      frozen: backbone variable name prefixes that do not train (Google's:
+        the stem and the first stage); () trains them all (from scratch).
+      frozen_batch_norm: the backbone's batch norms use their moving
+        statistics and do not train (Google's, from an ImageNet-trained
+        backbone); False normalizes by the batch's statistics and trains
+        them (from scratch).
+    """
     super().__init__(name='maskrcnn')
     self.num_classes, self.mask_resolution = num_classes, mask_resolution
     self.anchors_per_location = anchors_per_location
+    self.width_multiplier = width_multiplier
     self.dtype = layers.compute_dtype(compute_dtype)
     self.backbone = resnet_lib.ResNet(
         depth=depth, width_multiplier=width_multiplier, classifier=False,
-        frozen=FROZEN, frozen_batch_norm=True, compute_dtype=compute_dtype,
-        zero_init_last_bn_gamma=False, seed=seed)
+        frozen=frozen, frozen_batch_norm=frozen_batch_norm,
+        compute_dtype=compute_dtype, zero_init_last_bn_gamma=False, seed=seed)
+    # Moving statistics the train step replaces (none when frozen).
+    self.state = {} if frozen_batch_norm else dict(self.backbone.state)
     self._seed, self._counter = seed + 1, 0
     self.params = {}
+    c = self.fpn_channels = fpn_channels
     stage_channels = self._stage_channels(depth, width_multiplier)
     for level, cin in stage_channels.items():
-      self._conv(f'fpn/l{level}', 1, cin, FPN_CHANNELS, 'glorot')
-      self._conv(f'fpn/post_hoc_d{level}', 3, FPN_CHANNELS, FPN_CHANNELS,
-                 'glorot')
+      self._conv(f'fpn/l{level}', 1, cin, c, 'glorot')
+      self._conv(f'fpn/post_hoc_d{level}', 3, c, c, 'glorot')
     a = anchors_per_location
-    self._conv('rpn/conv', 3, FPN_CHANNELS, FPN_CHANNELS, 0.01)
-    self._conv('rpn/class', 1, FPN_CHANNELS, a, 0.01)
-    self._conv('rpn/box', 1, FPN_CHANNELS, 4 * a, 0.01)
-    roi_features = 7 * 7 * FPN_CHANNELS
+    self._conv('rpn/conv', 3, c, c, 0.01)
+    self._conv('rpn/class', 1, c, a, 0.01)
+    self._conv('rpn/box', 1, c, 4 * a, 0.01)
+    roi_features = 7 * 7 * c
     self._dense('box/fc6', roi_features, mlp_head_dim, 'glorot')
     self._dense('box/fc7', mlp_head_dim, mlp_head_dim, 'glorot')
     self._dense('box/class', mlp_head_dim, num_classes, 0.01)
     self._dense('box/box', mlp_head_dim, 4 * num_classes, 0.001)
     for i in range(4):
-      self._conv(f'mask/conv{i}', 3, FPN_CHANNELS, FPN_CHANNELS,
-                 math.sqrt(2 / (9 * FPN_CHANNELS)))
-    self._conv('mask/deconv', 2, FPN_CHANNELS, FPN_CHANNELS,
-               math.sqrt(2 / (4 * FPN_CHANNELS)))
-    self._conv('mask/logits', 1, FPN_CHANNELS, num_classes,
+      self._conv(f'mask/conv{i}', 3, c, c, math.sqrt(2 / (9 * c)))
+    self._conv('mask/deconv', 2, c, c, math.sqrt(2 / (4 * c)))
+    self._conv('mask/logits', 1, c, num_classes,
                math.sqrt(2 / num_classes))
 
   @staticmethod
@@ -139,10 +159,11 @@ class MaskRCNN(tf.Module):
 
   # -- Forward ----------------------------------------------------------------
 
-  def pyramid(self, images, *, training: bool) -> dict:
-    """{2..6: [B, H / 2^l, W / 2^l, 256]} from [B, H, W, 3] images."""
-    stages, _, _ = self.backbone.features(images, training=training,
-                                          stages=True)
+  def pyramid(self, images, *, training: bool) -> tuple[dict, dict]:
+    """({2..6: [B, H / 2^l, W / 2^l, 256]} from [B, H, W, 3] images, the
+    backbone's new batch-norm state: empty when frozen)."""
+    stages, updates, _ = self.backbone.features(images, training=training,
+                                                stages=True)
     lateral = {level: self._apply_conv(stages[level], f'fpn/l{level}')
                for level in stages}
     top = max(lateral)
@@ -153,7 +174,7 @@ class MaskRCNN(tf.Module):
     feats = {level: self._apply_conv(f, f'fpn/post_hoc_d{level}')
              for level, f in feats.items()}
     feats[MAX_LEVEL] = feats[top][:, ::2, ::2, :]
-    return feats
+    return feats, updates
 
   def rpn(self, features: dict):
     """({level: [B, H, W, A] logits}, {level: [B, H, W, 4 A] deltas})."""
@@ -183,8 +204,8 @@ class MaskRCNN(tf.Module):
     kernel, bias = self._weights('mask/deconv')
     size = 2 * x.shape[1]
     x = tf.nn.relu(tf.nn.conv2d_transpose(
-        x, kernel, [batch * num, size, size, FPN_CHANNELS], 2, 'VALID') +
-                   bias)
+        x, kernel, [batch * num, size, size, self.fpn_channels], 2,
+        'VALID') + bias)
     x = self._apply_conv(x, 'mask/logits')
     return tf.cast(tf.reshape(x, [batch, num, size, size, self.num_classes]),
                    tf.float32)

@@ -147,7 +147,7 @@ def test_train_example_follows_googles_sequence():
           tf.constant(image), tf.constant(boxes), tf.constant(classes),
           tf.constant(masks), seed, geometry=GEOMETRY,
           anchors=anchors).items()}
-      flip_seed = tf.random.experimental.stateless_split(seed, 2)[0]
+      flip_seed = tf.random.experimental.stateless_split(seed, 3)[0]
       flipped = bool(tf.random.stateless_uniform([], flip_seed) > 0.5)
       want = google_train_example(image, boxes, classes, masks, flipped,
                                   GEOMETRY)
@@ -170,7 +170,7 @@ def test_train_example_follows_googles_sequence():
       scores, codes = fpn_anchors.rpn_targets(
           tf.constant(want['pixels'], tf.float32),
           GEOMETRY.anchors_for(landscape),
-          tf.random.experimental.stateless_split(seed, 2)[1])
+          tf.random.experimental.stateless_split(seed, 3)[1])
       np.testing.assert_array_equal(got['rpn_score_targets'], scores)
       np.testing.assert_allclose(got['rpn_box_targets'], codes, atol=1e-4)
       assert (got['rpn_score_targets'] == 1).sum() > 0
