@@ -37,6 +37,7 @@ from models import maskrcnn_detections
 from models import maskrcnn_losses
 from models import proposals
 from models import roi_sampling
+from models import ssd as ssd_lib
 from training import losses
 
 BOX_AP_TARGET, MASK_AP_TARGET = 0.377, 0.339  # MLPerf v0.7.
@@ -104,7 +105,8 @@ class MaskRcnnTask:
   def __init__(self, *, model, data: input_lib.MaskRcnnInput,
                target_box_ap: float = BOX_AP_TARGET,
                target_mask_ap: float = MASK_AP_TARGET,
-               settings: Settings = Settings(), metric_processes: int = 4):
+               settings: Settings = Settings(), backbone_checkpoint: str = '',
+               metric_processes: int = 4):
     """Args:
       model: builds the network (gin: `@models.maskrcnn.MaskRCNN`, no
         call); its classes come from the data.
@@ -112,11 +114,15 @@ class MaskRcnnTask:
       target_box_ap, target_mask_ap: COCO AP that end the run together
         (MLPerf v0.7: 0.377 and 0.339).
       settings: the graphs' sampling, proposal and detection values.
+      backbone_checkpoint: a ResNet checkpoint of this suite to start the
+        backbone from, weights and moving statistics ('' = random; MLPerf
+        starts from an ImageNet-trained ResNet-50).
       metric_processes: host processes of the COCO evaluation.
     """
     self._build_model = model
     self.data = data
     self.settings = settings
+    self.backbone_checkpoint = backbone_checkpoint
     self.metric_processes = metric_processes
     self.mlperf_quality_target = {'BBOX': target_box_ap,
                                   'SEGM': target_mask_ap}
@@ -128,9 +134,14 @@ class MaskRcnnTask:
   # -- Model ------------------------------------------------------------------
 
   def build_model(self) -> maskrcnn_lib.MaskRCNN:
-    return self._build_model(
+    model = self._build_model(
         num_classes=self.data.num_classes,
         anchors_per_location=self.data.geometry.anchors.anchors_per_location)
+    if self.backbone_checkpoint:
+      ssd_lib.load_backbone(model, self.backbone_checkpoint,
+                            depth_binding='models.maskrcnn.MaskRCNN.depth '
+                            '(DEPTH)')
+    return model
 
   def _orientations(self, batch, graph):
     """graph((height, width)) for the batch's orientation: a tf.cond of

@@ -215,12 +215,15 @@ class SSD(tf.Module):
     return tf.reshape(x, [-1, boxes_per_cell * size * size, depth])
 
 
-def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
+def load_backbone(model, path: str, *, name_map=None,
+                  depth_binding: str = 'models.ssd.SSD.backbone_depth'
+                  ) -> int:
   """Initialises the backbone's weights and moving statistics from a
   checkpoint, every name and shape checked before anything is assigned.
 
   Args:
-    model: the SSD.
+    model: the SSD (or any model with a ResNet `backbone` and its
+      `width_multiplier`: Mask R-CNN's).
     path: a checkpoint prefix or folder: by default one this suite wrote for
       a ResNet of the backbone's depth (34 unless `backbone_depth` says
       otherwise; its `model/params/...` and `model/state/...` entries; the
@@ -228,6 +231,7 @@ def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
       refused).
     name_map: backbone variable name (`resnet/stem/conv/kernel`) -> the
       checkpoint's name, for checkpoints of another source.
+    depth_binding: the gin binding of the backbone's depth, for the error.
 
   Returns:
     The number of variables loaded.
@@ -246,7 +250,7 @@ def load_backbone(model: SSD, path: str, *, name_map=None) -> int:
                  for c in ('params', 'state'))
     refuse = lambda key: (
         f'a deeper ResNet than the backbone, a ResNet-{depth}: set '
-        'models.ssd.SSD.backbone_depth to the depth it was trained at.'
+        f'{depth_binding} to the depth it was trained at.'
         if key.startswith(past) else None)
   return named_checkpoint.load_named_variables(
       {**params, **state}, path, name_map=name_map,

@@ -439,3 +439,68 @@ def test_gnmt_configs_log_googles_values(wmt16_pairs_metadata, gin_file,
                      (start, base), (start + interval, base / 2),
                      (start + 10 * interval, base / 16)):
     assert float(lr(step)) == pytest.approx(want, rel=1e-5), step
+
+
+# Google/results/tpu-v4-16-TF/maskrcnn/result_0.txt, key by key.
+GOOGLE_MASKRCNN_V4_16 = {
+    'global_batch_size': 128, 'train_samples': 118287, 'eval_samples': 5000,
+    'min_image_size': 800, 'max_image_size': 1333,
+    'num_image_candidates': 1000, 'opt_base_learning_rate': 0.16,
+    'opt_learning_rate_warmup_steps': 1000,
+    'opt_learning_rate_warmup_factor': 0.00016,
+    'opt_learning_rate_decay_steps': [9750, 13000],
+    'opt_learning_rate_decay_factor': 0.1,
+}
+
+
+def numpy_google_maskrcnn_lr(step, *, base, warmup, drops, init=0.0):
+  """lr_policy.learning_rate_schedule in NumPy float32."""
+  f = np.float32
+  lr = (f(init) + f(step) / f(warmup) * (f(base) - f(init)) if step < warmup
+        else f(base))
+  for mult, start in ((1.0, warmup), (0.1, drops[0]), (0.01, drops[1])):
+    if step >= start:
+      lr = f(base) * f(mult)
+  return lr
+
+
+def test_maskrcnn_v4_16_config_logs_googles_values(tmp_path):
+  (tmp_path / 'categories.json').write_text(json.dumps(
+      [{'id': i, 'name': str(i)} for i in COCO_IDS]))
+  logged, lr = pod_hyperparameters('gin/maskrcnn_v4_16.gin', 5000,
+                                   data_dir=str(tmp_path), num_replicas=8)
+  for key, value in GOOGLE_MASKRCNN_V4_16.items():
+    assert logged[key] == pytest.approx(value), (key, logged[key], value)
+  for step in (0, 1, 999, 1000, 9749, 9750, 12999, 13000, 18000):
+    assert float(lr(step)) == numpy_google_maskrcnn_lr(
+        step, base=0.16, warmup=1000, drops=(9750, 13000)), step
+  gin.clear_config()
+  try:
+    gin_config.parse(['gin/maskrcnn_v4_16.gin'], [
+        f"DATA_DIR = '{tmp_path}'", "BACKBONE_CHECKPOINT = ''"])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    schedule = gin.query_parameter(
+        'train.train.schedule').scoped_configurable_fn()
+  finally:
+    gin.clear_config()
+  # Google's 91 classes (COCO's ids are the classes), 832x1344 inputs,
+  # their sampling and detection counts.
+  assert task.data.num_classes == 91
+  geometry = task.data.geometry
+  assert geometry.image_size == (832, 1344) and geometry.max_instances == 100
+  assert geometry.gt_mask_size == 112
+  assert task.settings == maskrcnn_task_settings()
+  # An evaluation every epoch (118287 // 128 steps), epoch_num 1, 2, ...
+  assert schedule.eval_every_steps == 924
+  assert [task.mlperf_epoch_num(s, 128) for s in (924, 1848)] == [1.0, 2.0]
+  assert schedule.total_steps(task.data.steps_per_epoch(128)) == 18482
+
+
+def maskrcnn_task_settings():
+  from models import maskrcnn_task
+  return maskrcnn_task.Settings(
+      rpn_batch_size_per_im=256, rpn_pre_nms_topn=2000,
+      rpn_post_nms_topn=1000, rpn_nms_threshold=0.7, batch_size_per_im=512,
+      fg_fraction=0.25, fg_thresh=0.5, bg_thresh_hi=0.5, test_nms=0.5,
+      test_detections_per_image=100, test_rpn_pre_nms_topn=1000,
+      test_rpn_post_nms_topn=1000)
