@@ -105,12 +105,15 @@ ssd_data: data/ssd_quickstart/categories.json
 ssd_quickstart: $(VENV)/.ssd ssd_data
 	$(PY) train.py --gin_file=gin/ssd_quickstart.gin --model_dir=runs/ssd_$$(date +%Y%m%d_%H%M%S)
 
-# Mask R-CNN's digits (issue 47, in progress): the SSD canvases with each
-# digit's ink as its mask in the records.
+# Mask R-CNN's digits: the SSD canvases with each digit's ink as its mask
+# in the records.
 data/maskrcnn_quickstart/categories.json: | $(VENV)/.ssd
 	$(PY) -m tools.build_ssd_quickstart_data --include_masks --output_dir=data/maskrcnn_quickstart
 
 maskrcnn_data: data/maskrcnn_quickstart/categories.json
+
+maskrcnn_quickstart: $(VENV)/.ssd maskrcnn_data
+	$(PY) train.py --gin_file=gin/maskrcnn_quickstart.gin --model_dir=runs/maskrcnn_$$(date +%Y%m%d_%H%M%S)
 
 data/dlrm_quickstart/metadata.json: | $(VENV)/.dlrm
 	$(PY) -m tools.build_dlrm_quickstart_data --output_dir=data/dlrm_quickstart
@@ -133,4 +136,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast

@@ -66,8 +66,10 @@ class MaskRCNN(tf.Module):
   def __init__(self, *, num_classes: int = 91, depth: int = 50,
                width_multiplier: float = 1.0, anchors_per_location: int = 3,
                mlp_head_dim: int = 1024, mask_resolution: int = 28,
-               fpn_channels: int = FPN_CHANNELS, frozen: tuple = FROZEN, frozen_batch_norm: bool = True,
-               compute_dtype: str = 'float32', seed: int = 0):
+               fpn_channels: int = FPN_CHANNELS, frozen: tuple = FROZEN,
+               frozen_batch_norm: bool = True, bn_group_size: int = 0,
+               spatial_partitions: int = 1, compute_dtype: str = 'float32',
+               seed: int = 0):
     """Args:
       num_classes: classes with background.
       depth, width_multiplier: the ResNet backbone's.
@@ -79,6 +81,14 @@ class MaskRCNN(tf.Module):
         statistics and do not train (Google's, from an ImageNet-trained
         backbone); False normalizes by the batch's statistics and trains
         them (from scratch).
+      bn_group_size: replicas whose batch statistics a trained batch norm
+        shares (0: all; a multiple of spatial_partitions).
+      spatial_partitions: training images arrive split along their height
+        over this many replicas (models/spatial.py, Google's
+        input_partition_dims): the backbone runs on the slices while they
+        can be strided, each stage's map is gathered whole for the FPN, and
+        every member of a group computes the heads on whole maps. The
+        height must divide by it (both orientations').
     """
     super().__init__(name='maskrcnn')
     self.num_classes, self.mask_resolution = num_classes, mask_resolution
@@ -88,7 +98,9 @@ class MaskRCNN(tf.Module):
     self.backbone = resnet_lib.ResNet(
         depth=depth, width_multiplier=width_multiplier, classifier=False,
         frozen=frozen, frozen_batch_norm=frozen_batch_norm,
+        bn_group_size=bn_group_size, spatial_partitions=spatial_partitions,
         compute_dtype=compute_dtype, zero_init_last_bn_gamma=False, seed=seed)
+    self.spatial = self.backbone.spatial
     # Moving statistics the train step replaces (none when frozen).
     self.state = {} if frozen_batch_norm else dict(self.backbone.state)
     self._seed, self._counter = seed + 1, 0

@@ -93,6 +93,10 @@ class MaskRcnnTask:
   Implements training.task.Task, judged on two figures at once."""
 
   mlperf_benchmark = 'maskrcnn'
+  # Split by SPATIAL_PARTITIONS: the flat image's pixel axis, whose P equal
+  # parts are P bands of rows in either orientation.
+  spatial_feature = 'image'
+  spatial_row_multiple = None  # The height must divide.
   quality_tag = 'ap_over_target'
   eval_sum_names = ('examples',)
   eval_output_dtypes = {'image_id': tf.int32, 'boxes': tf.float32,
@@ -130,6 +134,8 @@ class MaskRcnnTask:
                          f'AP / {target_box_ap:g} and mask AP / '
                          f'{target_mask_ap:g})')
     self._metric = None
+    self._partitions = 1
+    self._collectives = False  # The training graph has cross-replica ops.
 
   # -- Model ------------------------------------------------------------------
 
@@ -141,26 +147,49 @@ class MaskRcnnTask:
       ssd_lib.load_backbone(model, self.backbone_checkpoint,
                             depth_binding='models.maskrcnn.MaskRCNN.depth '
                             '(DEPTH)')
+    self._partitions = model.spatial.partitions
+    self._collectives = self._partitions > 1 or (
+        bool(model.state) and model.backbone.bn_sync.group_size != 1)
+    for landscape in (True, False):
+      height = self.data.geometry.padded_size(landscape)[0]
+      if height % self._partitions:
+        raise ValueError(
+            f'SPATIAL_PARTITIONS {self._partitions} does not divide the '
+            f'Mask R-CNN input height {height} (Geometry.image_size '
+            f'{self.data.geometry.image_size}, both orientations).')
     return model
 
-  def _orientations(self, batch, graph):
-    """graph((height, width)) for the batch's orientation: a tf.cond of
-    the two graphs, or one when the input is square."""
+  def _orientations(self, batch, graph, *, collectives: bool = False):
+    """graph((height, width)) -> a list of tensors, for the batch's
+    orientation: a tf.cond of the two graphs (Google's), or one graph when
+    the input is square. tf.distribute's CPU and GPU strategies cannot run
+    a collective (spatial partitioning's halos, synchronized batch norms)
+    inside a tf.cond: there, with `collectives`, both graphs run and the
+    batch's outputs are selected (twice the compute; a TPU keeps the
+    cond)."""
     geometry = self.data.geometry
     land, port = geometry.padded_size(True), geometry.padded_size(False)
     if land == port:
       return graph(land)
     info = batch['image_info']
-    return tf.cond(info[0, 3] < info[0, 4], lambda: graph(land),
-                   lambda: graph(port))
+    landscape = info[0, 3] < info[0, 4]
+    strategy = tf.distribute.get_strategy()
+    if collectives and not isinstance(strategy, (
+        tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)):
+      return [tf.where(landscape, a, b)
+              for a, b in zip(graph(land), graph(port))]
+    return tf.cond(landscape, lambda: graph(land), lambda: graph(port))
 
   def _anchors(self, size):
     config = self.data.geometry.anchors
     return fpn_anchors.by_level(fpn_anchors.anchor_boxes(size, config), size,
                                 config)
 
-  def _images(self, model, batch, size):
-    return tf.cast(tf.reshape(batch['image'], [-1, size[0], size[1], 3]),
+  def _images(self, model, batch, size, training: bool = False):
+    """[B, H, W, 3] images (in training under spatial partitioning, this
+    replica's H / P rows)."""
+    rows = size[0] // self._partitions if training else size[0]
+    return tf.cast(tf.reshape(batch['image'], [-1, rows, size[1], 3]),
                    model.dtype)
 
   # -- Training ---------------------------------------------------------------
@@ -171,8 +200,8 @@ class MaskRcnnTask:
     s = self.settings
     config = self.data.geometry.anchors
     info = batch['image_info']
-    feats, updates = model.pyramid(self._images(model, batch, size),
-                                   training=True)
+    feats, updates = model.pyramid(
+        self._images(model, batch, size, training=True), training=True)
     scores, deltas = model.rpn(feats)
     sizes = fpn_anchors.level_sizes(size, config)
     a = config.anchors_per_location
@@ -217,7 +246,8 @@ class MaskRcnnTask:
     # tf.cond returns tensors: the state travels as a list in name order.
     total, *state = self._orientations(batch, lambda size: (
         lambda out: [out[0]['total']] + [out[1][n] for n in names])(
-            self.train_losses(model, batch, size)))
+            self.train_losses(model, batch, size)),
+                                       collectives=self._collectives)
     return (losses.share_of_replica_mean(tf.reshape(total, [1])),
             dict(zip(names, state)))
 

@@ -198,7 +198,8 @@ class ResNet(tf.Module):
   def features(self, images, *, training: bool, stages: bool = False):
     """The last stage's feature map (in the compute dtype), or with
     `stages` every stage's: {2: C2, 3: C3, ...} (stage s's output is level
-    s + 1, stride 2^(s + 1)).
+    s + 1, stride 2^(s + 1)), each whole (under spatial partitioning the
+    group gathers the slices of a stage computed on them).
 
     Returns:
       (features, state_updates, partitioned): `partitioned` says the map is
@@ -257,7 +258,7 @@ class ResNet(tf.Module):
       x = masked(spatial_lib.max_pool(x, 3, 2, spatial))
     else:
       x = tf.nn.max_pool2d(x, 3, 2, 'SAME')
-    outputs = {}
+    outputs, sliced = {}, {}
     for name, stride, projection in self.blocks:
       x = split_or_whole(x, stride)
       shortcut = x
@@ -272,8 +273,13 @@ class ResNet(tf.Module):
         y = bn(conv(x, f'{name}/conv1', stride), f'{name}/bn1')
         y = bn(conv(y, f'{name}/conv2'), f'{name}/bn2', relu=False)
       x = tf.nn.relu(y + shortcut)
-      outputs[int(name.split('/stage')[1].split('/')[0]) + 1] = x
-    return (outputs if stages else x), updates, partitioned
+      level = int(name.split('/stage')[1].split('/')[0]) + 1
+      outputs[level], sliced[level] = x, partitioned
+    if stages:  # Every stage's map whole (a gather of the slices).
+      outputs = {level: spatial.gather_whole(x) if sliced[level] else x
+                 for level, x in outputs.items()}
+      return outputs, updates, False
+    return x, updates, partitioned
 
   def forward_flops(self, image_size: int) -> int:
     """Multiply-add FLOPs (2 per MAC) of one example's forward pass."""

@@ -15,7 +15,7 @@ def small():
 def test_shapes_of_the_pyramid_and_heads():
   model = small()
   images = tf.random.stateless_uniform([2, 128, 192, 3], [0, 1])
-  feats = model.pyramid(images, training=True)
+  feats, _ = model.pyramid(images, training=True)
   assert {l: tuple(f.shape) for l, f in feats.items()} == {
       2: (2, 32, 48, 256), 3: (2, 16, 24, 256), 4: (2, 8, 12, 256),
       5: (2, 4, 6, 256), 6: (2, 2, 3, 256)}
@@ -41,7 +41,7 @@ def test_frozen_backbone_parts_and_doubled_bias_gradients():
   assert any('resnet/stem/conv' in v.name for v in frozen)
   images = tf.random.stateless_uniform([2, 64, 64, 3], [0, 2])
   with tf.GradientTape() as tape:
-    feats = model.pyramid(images, training=True)
+    feats, _ = model.pyramid(images, training=True)
     scores, _ = model.rpn(feats)
     total = tf.add_n([tf.reduce_sum(s) for s in scores.values()])
   bias, kernel = tape.gradient(total, [model.params['rpn/class/bias'],
