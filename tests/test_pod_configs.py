@@ -464,19 +464,37 @@ def numpy_google_maskrcnn_lr(step, *, base, warmup, drops, init=0.0):
   return lr
 
 
-def test_maskrcnn_v4_16_config_logs_googles_values(tmp_path):
+# Google/results/tpu-v3-1024-TF/maskrcnn/result_1.txt, key by key.
+GOOGLE_MASKRCNN_V3_1024 = dict(
+    GOOGLE_MASKRCNN_V4_16, global_batch_size=256, opt_base_learning_rate=0.24,
+    opt_learning_rate_warmup_steps=2000,
+    opt_learning_rate_warmup_factor=0.00012,
+    opt_learning_rate_decay_steps=[6000, 8000])
+
+
+@pytest.mark.parametrize('gin_file, replicas, google, epoch_steps, total', [
+    # 1024 cores in groups of SPATIAL_PARTITIONS = 8: 128 data-parallel.
+    ('gin/maskrcnn_pod.gin', 1024, GOOGLE_MASKRCNN_V3_1024, 462, 13861),
+    ('gin/maskrcnn_v4_16.gin', 8, GOOGLE_MASKRCNN_V4_16, 924, 18482),
+])
+def test_maskrcnn_configs_log_googles_values(tmp_path, gin_file, replicas,
+                                             google, epoch_steps, total):
   (tmp_path / 'categories.json').write_text(json.dumps(
       [{'id': i, 'name': str(i)} for i in COCO_IDS]))
-  logged, lr = pod_hyperparameters('gin/maskrcnn_v4_16.gin', 5000,
-                                   data_dir=str(tmp_path), num_replicas=8)
-  for key, value in GOOGLE_MASKRCNN_V4_16.items():
+  logged, lr = pod_hyperparameters(gin_file, 5000, data_dir=str(tmp_path),
+                                   num_replicas=replicas)
+  for key, value in google.items():
     assert logged[key] == pytest.approx(value), (key, logged[key], value)
-  for step in (0, 1, 999, 1000, 9749, 9750, 12999, 13000, 18000):
+  base = google['opt_base_learning_rate']
+  warmup = google['opt_learning_rate_warmup_steps']
+  drops = google['opt_learning_rate_decay_steps']
+  for step in (0, 1, warmup - 1, warmup, drops[0] - 1, drops[0],
+               drops[1] - 1, drops[1], total - 1):
     assert float(lr(step)) == numpy_google_maskrcnn_lr(
-        step, base=0.16, warmup=1000, drops=(9750, 13000)), step
+        step, base=base, warmup=warmup, drops=drops), step
   gin.clear_config()
   try:
-    gin_config.parse(['gin/maskrcnn_v4_16.gin'], [
+    gin_config.parse([gin_file], [
         f"DATA_DIR = '{tmp_path}'", "BACKBONE_CHECKPOINT = ''"])
     task = gin.query_parameter('%TASK').scoped_configurable_fn()
     schedule = gin.query_parameter(
@@ -490,10 +508,12 @@ def test_maskrcnn_v4_16_config_logs_googles_values(tmp_path):
   assert geometry.image_size == (832, 1344) and geometry.max_instances == 100
   assert geometry.gt_mask_size == 112
   assert task.settings == maskrcnn_task_settings()
-  # An evaluation every epoch (118287 // 128 steps), epoch_num 1, 2, ...
-  assert schedule.eval_every_steps == 924
-  assert [task.mlperf_epoch_num(s, 128) for s in (924, 1848)] == [1.0, 2.0]
-  assert schedule.total_steps(task.data.steps_per_epoch(128)) == 18482
+  # An evaluation every epoch (118287 // batch steps), epoch_num 1, 2, ...
+  batch = google['global_batch_size']
+  assert schedule.eval_every_steps == epoch_steps
+  assert [task.mlperf_epoch_num(s, batch) for s in (
+      epoch_steps, 2 * epoch_steps, 18 * epoch_steps)] == [1.0, 2.0, 18.0]
+  assert schedule.total_steps(task.data.steps_per_epoch(batch)) == total
 
 
 def maskrcnn_task_settings():
