@@ -200,7 +200,7 @@ class MaskRCNN(tf.Module):
   def box_head(self, features: dict, rois):
     """([B, K, C] class logits, [B, K, 4 C] deltas) of [B, K, 4] RoIs."""
     x = roi_align.multilevel_crop_and_resize(features, rois, output_size=7)
-    x = tf.reshape(x, [x.shape[0], x.shape[1], -1])
+    x = tf.reshape(x, [-1, x.shape[1], x.shape[2] * x.shape[3] * x.shape[4]])
     x = self._apply_dense(x, 'box/fc6', relu=True)
     x = self._apply_dense(x, 'box/fc7', relu=True)
     return (tf.cast(self._apply_dense(x, 'box/class'), tf.float32),
@@ -209,15 +209,15 @@ class MaskRCNN(tf.Module):
   def mask_head(self, features: dict, rois):
     """[B, M, 28, 28, C] mask logits of [B, M, 4] RoIs."""
     x = roi_align.multilevel_crop_and_resize(features, rois, output_size=14)
-    batch, num = x.shape[:2]
-    x = tf.reshape(x, [batch * num, x.shape[2], x.shape[3], x.shape[4]])
+    num = x.shape[1]
+    x = tf.reshape(x, [-1, x.shape[2], x.shape[3], x.shape[4]])
     for i in range(4):
       x = self._apply_conv(x, f'mask/conv{i}', relu=True)
     kernel, bias = self._weights('mask/deconv')
     size = 2 * x.shape[1]
     x = tf.nn.relu(tf.nn.conv2d_transpose(
-        x, kernel, [batch * num, size, size, self.fpn_channels], 2,
+        x, kernel, [tf.shape(x)[0], size, size, self.fpn_channels], 2,
         'VALID') + bias)
     x = self._apply_conv(x, 'mask/logits')
-    return tf.cast(tf.reshape(x, [batch, num, size, size, self.num_classes]),
+    return tf.cast(tf.reshape(x, [-1, num, size, size, self.num_classes]),
                    tf.float32)

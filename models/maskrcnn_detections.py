@@ -32,7 +32,8 @@ def generate_detections(class_probs, box_outputs, rois, image_info,
     image_info: [B, >= 2]: the image's height and width on the network.
     image_ids: [B] the images' ids.
   """
-  batch, num_rois, num_classes = class_probs.shape
+  _, num_rois, num_classes = class_probs.shape
+  batch = tf.shape(class_probs)[0]  # Dynamic in a serving signature.
   fg = num_classes - 1
   scores = tf.reshape(tf.cast(class_probs[:, :, 1:], tf.float32),
                       [batch, -1])
@@ -66,6 +67,6 @@ def generate_detections(class_probs, box_outputs, rois, image_info,
   best_boxes = tf.gather(kept_boxes, top, batch_dims=1)
   best_classes = tf.cast(tf.gather(kept_classes, top) + 1, tf.float32)
   ids = tf.broadcast_to(tf.cast(image_ids, tf.float32)[:, None],
-                        best.shape)
+                        tf.shape(best))
   return tf.concat([ids[..., None], best_boxes, best[..., None],
                     best_classes[..., None]], axis=-1)

@@ -338,19 +338,23 @@ class MaskRcnnTask:
         error, (self.data.train_files, self.data.eval_files))
 
   def serving_fn(self, model):
-    """Prepared images of the landscape orientation (eval_example's flat
-    layout) and their image_info -> detections in the original pixels:
-    `boxes` [b, D, 4] (x, y, w, h), `scores`, `classes` (category ids),
-    `masks` [b, D, 28, 28]."""
-    geometry = self.data.geometry
-    size = geometry.padded_size(True)
+    """Prepared images (the eval pipeline's flat [b, H x W, 3], one
+    orientation a batch) and their `image_info` -> detections in the
+    original pixels: `boxes` [b, D, 4] (x, y, w, h), `scores`, `classes`
+    (category ids), `masks` [b, D, 28, 28] probabilities (paste them with
+    models/mask_paste.py)."""
+    pixels = self.data.geometry.pixels
+    keys = ('boxes', 'scores', 'classes', 'masks')
 
     @tf.function(autograph=False, input_signature=[
-        tf.TensorSpec([None, geometry.pixels, 3], tf.float32, name='images'),
+        tf.TensorSpec([None, pixels, 3], tf.float32, name='images'),
         tf.TensorSpec([None, 5], tf.float32, name='image_info')])
     def serve(images, image_info):
-      out = self.detect(model, {'image': images, 'image_info': image_info},
-                        size)
+      batch = {'image': images, 'image_info': image_info}
+      found = self._orientations(batch, lambda size: (
+          lambda out: [out[k] for k in keys])(self.detect(model, batch,
+                                                          size)))
+      out = dict(zip(keys, found))
       out['boxes'] = original_xywh(out['boxes'], image_info[:, 2])
       return out
 

@@ -38,7 +38,7 @@ def padded_nms(scores, boxes, max_output: int, iou_threshold: float):
 def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
                      post_nms_topn: int, nms_threshold: float,
                      min_size: float):
-  batch = scores.shape[0]
+  batch = tf.shape(scores)[0]  # Dynamic in a serving signature.
   scores = tf.sigmoid(tf.reshape(tf.cast(scores, tf.float32), [batch, -1]))
   deltas = tf.reshape(tf.cast(deltas, tf.float32), [batch, -1, 4])
   k = min(scores.shape[1], pre_nms_topn)

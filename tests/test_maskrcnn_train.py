@@ -119,3 +119,60 @@ def test_two_replicas_train_both_orientations_and_score_every_image_once(
   assert verdicts[-1] == 'FAILED', verdicts
   assert any("Failed checks for eval_accuracy" in v for v in verdicts), \
       verdicts
+
+  # The exported model's detections and masks, pasted and scored by
+  # pycocotools outside the suite's metric: the logged APs.
+  import gin
+  from tools import export_savedmodel
+  try:
+    export_savedmodel.export(
+        gin_files=[os.path.join(helpers.ROOT, 'gin/maskrcnn_quickstart.gin')],
+        gin_params=bindings(data_dir, model_dir),
+        checkpoint_dir=model_dir, export_dir=str(tmp_path / 'saved'))
+  finally:
+    gin.clear_config()
+  serve = tf.saved_model.load(str(tmp_path / 'saved')).signatures[
+      'serving_default']
+  assert external_aps(serve, data, steps) == pytest.approx(
+      (metrics['AP'], metrics['segm_AP']), abs=1e-6)
+
+
+def external_aps(serve, data, steps):
+  """pycocotools' box and mask AP of a SavedModel's outputs over the eval
+  set: masks pasted as Google's segm_results (models/mask_paste.py)."""
+  import contextlib
+  import io
+  from pycocotools import coco as coco_lib
+  from pycocotools import cocoeval
+  from models import mask_paste
+  results = []
+  for batch in data.eval_dataset(tf.distribute.InputContext(),
+                                 global_batch_size=2, steps=steps):
+    out = {k: v.numpy() for k, v in serve(
+        images=batch['image'], image_info=batch['image_info']).items()}
+    info = batch['image_info'].numpy()
+    for i, image_id in enumerate(batch['image_id'].numpy()):
+      if batch['mask'][i] == 0:
+        continue
+      real = out['scores'][i] > 0
+      pasted = mask_paste.to_rle(mask_paste.paste(
+          out['masks'][i][real], out['boxes'][i][real], int(info[i, 3]),
+          int(info[i, 4])))
+      for box, score, label, rle in zip(out['boxes'][i][real],
+                                        out['scores'][i][real],
+                                        out['classes'][i][real], pasted):
+        results.append({'image_id': int(image_id),
+                        'category_id': int(label),
+                        'bbox': [float(v) for v in box],
+                        'score': float(score), 'segmentation': rle})
+  with contextlib.redirect_stdout(io.StringIO()):
+    gt = coco_lib.COCO(data.eval_annotations)
+    found = gt.loadRes(results)
+    aps = []
+    for kind in ('bbox', 'segm'):
+      ev = cocoeval.COCOeval(gt, found, kind)
+      ev.evaluate()
+      ev.accumulate()
+      ev.summarize()
+      aps.append(ev.stats[0])
+  return tuple(aps)
