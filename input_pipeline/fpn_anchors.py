@@ -99,10 +99,12 @@ def sample_balanced(indicator, labels, size: int, positive_fraction: float,
                     seed):
   """BalancedPositiveNegativeSampler.subsample (is_static=False): up to
   `positive_fraction * size` of the positives (indicator & labels) at
-  random, then negatives (indicator & ~labels) to fill `size`; a [N] bool.
+  random, then negatives (indicator & ~labels) to fill `size`; a [..., N]
+  bool, each row of the leading axes drawn on its own.
 
   Args:
-    seed: a [2] int stateless seed.
+    indicator, labels: [..., N] bool.
+    seed: a [2] int stateless seed (one draw for every row).
   """
   positives = tf.logical_and(indicator, labels)
   negatives = tf.logical_and(indicator, tf.logical_not(labels))
@@ -112,11 +114,12 @@ def sample_balanced(indicator, labels, size: int, positive_fraction: float,
     # A random order of the candidates first; keep the first `count`.
     keys = tf.random.stateless_uniform(tf.shape(candidates), seed)
     keys = tf.where(candidates, keys, 2.0)
-    rank = tf.argsort(tf.argsort(keys))
+    rank = tf.argsort(tf.argsort(keys, axis=-1), axis=-1)
     return tf.logical_and(candidates, rank < count)
 
   chosen_positives = pick(positives, int(positive_fraction * size), seeds[0])
-  taken = tf.reduce_sum(tf.cast(chosen_positives, tf.int32))
+  taken = tf.reduce_sum(tf.cast(chosen_positives, tf.int32), axis=-1,
+                        keepdims=True)
   return tf.logical_or(chosen_positives,
                        pick(negatives, size - taken, seeds[1]))
 

@@ -244,8 +244,8 @@ def train_example(image, boxes, classes, masks, seed, *, geometry: Geometry,
       'image_info': image_info(sh, sw, scale, height, width),
       'rpn_score_targets': scores,
       'rpn_box_targets': codes,
-      'gt_boxes': pad_rows(pixels / scale, n, -1.0),
-      'gt_classes': pad_rows(classes, n, -1),
+      'gt_boxes': tf.ensure_shape(pad_rows(pixels / scale, n, -1.0), [n, 4]),
+      'gt_classes': tf.ensure_shape(pad_rows(classes, n, -1), [n]),
       'gt_masks': tf.ensure_shape(pad_rows(crops, n, -1.0), [n, side, side]),
       'roi_seed': s[2],
   }
@@ -448,6 +448,9 @@ class MaskRcnnInput:
         key_func=lambda x: tf.cast(is_landscape(x), tf.int64),
         reduce_func=lambda _, window: window.batch(batch, drop_remainder=True),
         window_size=batch)
+    # Whole batches: say so in the static shapes (group_by_window drops it).
+    ds = ds.map(records.no_autograph(lambda x: {
+        k: tf.ensure_shape(v, [batch] + v.shape[1:]) for k, v in x.items()}))
     return ds.prefetch(tf.data.AUTOTUNE).with_options(
         self._options(self.deterministic))
 

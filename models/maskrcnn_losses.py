@@ -52,7 +52,7 @@ def rpn_loss(score_outputs: dict, box_outputs: dict, score_targets: dict,
   for level in sorted(score_outputs):
     logits = tf.cast(score_outputs[level], tf.float32)
     targets = tf.cast(score_targets[level], tf.float32)
-    batch = logits.shape[0]
+    batch = tf.cast(tf.shape(logits)[0], tf.float32)
     counted = tf.cast(targets >= 0, tf.float32)
     ce = tf.nn.sigmoid_cross_entropy_with_logits(
         labels=tf.maximum(targets, 0.0), logits=logits)
@@ -81,10 +81,11 @@ def fast_rcnn_loss(class_outputs, box_outputs, class_targets, box_targets, *,
   class_targets = tf.cast(class_targets, tf.int32)
   class_loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(
       labels=tf.one_hot(class_targets, num_classes), logits=class_outputs))
-  per_class = tf.reshape(tf.cast(box_outputs, tf.float32),
-                         class_targets.shape.as_list() + [num_classes, 4])
+  per_class = tf.reshape(tf.cast(box_outputs, tf.float32), tf.concat(
+      [tf.shape(class_targets), [num_classes, 4]], axis=0))
   chosen = tf.gather(per_class, class_targets, batch_dims=2)
-  foreground = tf.broadcast_to((class_targets > 0)[..., None], chosen.shape)
+  foreground = tf.broadcast_to((class_targets > 0)[..., None],
+                               tf.shape(chosen))
   box_loss = box_weight * _mean_over_nonzero(
       huber(chosen - tf.cast(box_targets, tf.float32), 1.0), foreground)
   return class_loss + box_loss, class_loss, box_loss
@@ -98,5 +99,5 @@ def mask_loss(mask_outputs, mask_targets, select_class_targets, *,
   ce = tf.nn.sigmoid_cross_entropy_with_logits(
       labels=tf.cast(mask_targets, tf.float32), logits=logits)
   foreground = tf.broadcast_to(
-      (select_class_targets > 0)[:, :, None, None], ce.shape)
+      (select_class_targets > 0)[:, :, None, None], tf.shape(ce))
   return weight * _mean_over_nonzero(ce, foreground)

@@ -39,8 +39,10 @@ def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
                      post_nms_topn: int, nms_threshold: float,
                      min_size: float):
   batch = tf.shape(scores)[0]  # Dynamic in a serving signature.
-  scores = tf.sigmoid(tf.reshape(tf.cast(scores, tf.float32), [batch, -1]))
-  deltas = tf.reshape(tf.cast(deltas, tf.float32), [batch, -1, 4])
+  count = scores.shape[1] * scores.shape[2] * scores.shape[3]
+  scores = tf.sigmoid(tf.reshape(tf.cast(scores, tf.float32),
+                                 [batch, count]))
+  deltas = tf.reshape(tf.cast(deltas, tf.float32), [batch, count, 4])
   k = min(scores.shape[1], pre_nms_topn)
   scores, top = tf.math.top_k(scores, k=k)
   deltas = tf.gather(deltas, top, batch_dims=1)

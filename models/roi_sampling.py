@@ -41,14 +41,16 @@ def overlap(boxes, gt_boxes):
 
 
 def _sample(candidates, positives, size: int, fg_fraction: float, seed):
-  """[N] bool: exactly `size` rows (N >= size) as described above: the
-  balanced draw (fpn_anchors.sample_balanced, the RPN's too), then other
-  rows in row order while the sample is short."""
+  """[B, N] bool: exactly `size` rows of each image (N >= size) as
+  described above: the balanced draw (fpn_anchors.sample_balanced, the
+  RPN's too), then other rows in row order while the sample is short."""
   chosen = fpn_anchors.sample_balanced(candidates, positives, size,
                                        fg_fraction, seed)
   others = tf.logical_not(candidates)
-  fill = size - tf.reduce_sum(tf.cast(chosen, tf.int32))
-  return chosen | (others & (tf.cumsum(tf.cast(others, tf.int32)) <= fill))
+  fill = size - tf.reduce_sum(tf.cast(chosen, tf.int32), axis=-1,
+                              keepdims=True)
+  return chosen | (others & (tf.cumsum(tf.cast(others, tf.int32), axis=-1)
+                             <= fill))
 
 
 def assign_and_sample(proposals, gt_boxes, gt_classes, image_scale, seed, *,
@@ -70,7 +72,6 @@ def assign_and_sample(proposals, gt_boxes, gt_classes, image_scale, seed, *,
     proposal_to_label_map [B, K] int32, the assigned ground-truth row, 0 for
     background), K = batch_size_per_im, rows in proposal order.
   """
-  batch = proposals.shape[0]
   scaled_gt = gt_boxes * (1.0 / image_scale)[:, None, None]
   boxes = tf.concat([proposals, scaled_gt], axis=1)
   iou = overlap(boxes, scaled_gt)
@@ -91,14 +92,10 @@ def assign_and_sample(proposals, gt_boxes, gt_classes, image_scale, seed, *,
   ignored = tf.reduce_min(iou, axis=2) < 0.0
   candidates = (positives | negatives) & tf.logical_not(ignored)
 
-  seeds = tf.random.experimental.stateless_split(seed, batch)
-  picked = []
-  for i in range(batch):
-    chosen = _sample(candidates[i], positives[i], batch_size_per_im,
-                     fg_fraction, seeds[i])
-    # The chosen rows' indices, ascending (their top_k of the indicator).
-    picked.append(tf.math.top_k(tf.cast(chosen, tf.int32),
-                                k=batch_size_per_im, sorted=True).indices)
-  picked = tf.stack(picked)
+  chosen = _sample(candidates, positives, batch_size_per_im, fg_fraction,
+                   seed)
+  # The chosen rows' indices, ascending (their top_k of the indicator).
+  picked = tf.math.top_k(tf.cast(chosen, tf.int32), k=batch_size_per_im,
+                         sorted=True).indices
   take = lambda t: tf.gather(t, picked, batch_dims=1)  # noqa: E731
   return take(targets), take(classes), take(boxes), take(label_map)
