@@ -76,6 +76,9 @@ def step(num_devices, partitions, batch, landscape):
   return [float(s) for s in shares], [g.numpy() for g in grads]
 
 
+# Slow (about 40 s alone): four traces of Mask R-CNN's training graph, the
+# whole image's and the partitioned one's, each of both orientations.
+@pytest.mark.slow
 def test_partitioned_images_give_the_whole_images_loss_and_gradients():
   # Portrait images: under MirroredStrategy both orientations' graphs run
   # (collectives cannot sit in a tf.cond) and the second is selected.
