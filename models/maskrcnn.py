@@ -209,7 +209,7 @@ class MaskRCNN(tf.Module):
   def mask_head(self, features: dict, rois):
     """[B, M, 28, 28, C] mask logits of [B, M, 4] RoIs."""
     x = roi_align.multilevel_crop_and_resize(features, rois, output_size=14)
-    num = x.shape[1]
+    num = x.shape[1] or tf.shape(x)[1]  # Dynamic: foreground RoIs only.
     x = tf.reshape(x, [-1, x.shape[2], x.shape[3], x.shape[4]])
     for i in range(4):
       x = self._apply_conv(x, f'mask/conv{i}', relu=True)

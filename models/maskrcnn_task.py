@@ -63,6 +63,17 @@ class Settings:
   rpn_box_loss_weight: float = 1.0
   fast_rcnn_box_loss_weight: float = 1.0
   mask_loss_weight: float = 1.0
+  # The mask head's RoIs an image: 'static', Google's 128 (a quarter of the
+  # 512), foreground first and background rows weighted 0; 'foreground',
+  # only as many as the batch's most-foreground image has (the same loss
+  # and gradients, a dynamic shape); 'auto', static on a TPU (XLA wants
+  # static shapes) and foreground elsewhere.
+  mask_rois: str = 'auto'
+
+
+def _on_tpu() -> bool:
+  return isinstance(tf.distribute.get_strategy(), (
+      tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
 def split_levels(flat, sizes: dict, anchors_per_location: int, depth: int):
@@ -173,9 +184,7 @@ class MaskRcnnTask:
       return graph(land)
     info = batch['image_info']
     landscape = info[0, 3] < info[0, 4]
-    strategy = tf.distribute.get_strategy()
-    if collectives and not isinstance(strategy, (
-        tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)):
+    if collectives and not _on_tpu():
       return [tf.where(landscape, a, b)
               for a, b in zip(graph(land), graph(port))]
     return tf.cond(landscape, lambda: graph(land), lambda: graph(port))
@@ -229,7 +238,7 @@ class MaskRcnnTask:
         box_weight=s.fast_rcnn_box_loss_weight)
     fg_classes, fg_targets, fg_rois, fg_map = mask_targets.select_fg_for_masks(
         class_targets, box_targets, rois, label_map,
-        int(s.batch_size_per_im * s.fg_fraction))
+        self._mask_rois(class_targets))
     targets = mask_targets.get_mask_targets(
         fg_rois, fg_map, fg_targets, batch['gt_masks'], model.mask_resolution)
     masks = mask_targets.select_class_masks(model.mask_head(feats, fg_rois),
@@ -240,6 +249,19 @@ class MaskRcnnTask:
     return ({'total': total, 'rpn_score': rpn_score, 'rpn_box': rpn_box,
              'class': class_loss, 'box': box_loss, 'mask': mask_loss},
             updates)
+
+  def _mask_rois(self, class_targets):
+    """The mask head's RoIs an image (Settings.mask_rois)."""
+    s = self.settings
+    most = int(s.batch_size_per_im * s.fg_fraction)
+    if s.mask_rois not in ('static', 'foreground', 'auto'):
+      raise ValueError(f"models.maskrcnn_task.Settings.mask_rois is "
+                       f"{s.mask_rois!r}: 'static', 'foreground' or 'auto'.")
+    if s.mask_rois == 'static' or (s.mask_rois == 'auto' and _on_tpu()):
+      return most
+    found = tf.reduce_max(tf.reduce_sum(tf.cast(class_targets > 0, tf.int32),
+                                        axis=1))
+    return tf.clip_by_value(found, 1, most)
 
   def loss_share(self, model, batch):
     names = sorted(model.state)

@@ -40,7 +40,7 @@ def multilevel_crop_and_resize(features: dict, boxes, output_size: int = 7,
   min_level, max_level = levels_present[0], levels_present[-1]
   first = features[min_level]
   batch, channels = tf.shape(first)[0], first.shape[-1]
-  num_boxes = boxes.shape[1]
+  num_boxes = boxes.shape[1] or tf.shape(boxes)[1]  # Dynamic: mask RoIs.
   dtype = first.dtype
   ratio = max(sampling_ratio, 1)
 

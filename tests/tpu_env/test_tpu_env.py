@@ -117,3 +117,18 @@ def test_gnmt_quickstart_trains_under_the_tpu_build(gnmt_data, tmp_path):
       'MAX_DECODE_LENGTH': 4, 'WARMUP_STEPS': 2, 'DECAY_START_STEP': 2,
       **SHORT})
   assert_trained(done, model_dir, 4)
+
+
+def test_maskrcnn_quickstart_trains_under_the_tpu_build(tmp_path):
+  from tests.input_pipeline import test_maskrcnn_input as records
+  data_dir, _ = records.build(tmp_path / 'data')
+  model_dir = str(tmp_path / 'maskrcnn')
+  done = train('maskrcnn_quickstart.gin', model_dir, {
+      'DATA_DIR': repr(data_dir), 'NUM_TRAIN_EXAMPLES': 6,
+      'GLOBAL_BATCH_SIZE': 2, 'EVAL_BATCH_SIZE': 2, 'DEPTH': 10,
+      'input_pipeline.maskrcnn.Geometry.image_size': (64, 128),
+      'input_pipeline.maskrcnn.Geometry.short_side': 60,
+      'input_pipeline.maskrcnn.Geometry.long_side_max': 120,
+      'input_pipeline.maskrcnn.Geometry.gt_mask_size': 12,
+      'input_pipeline.maskrcnn.Geometry.max_instances': 4, **SHORT})
+  assert_trained(done, model_dir, 4)
