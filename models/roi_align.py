@@ -12,10 +12,20 @@ a neighbour at the size reads zeros.
 
 Theirs builds one-hot matrices and contracts them with the whole level's
 features by einsum (a shape the TPU's matrix units like, and five levels'
-worth of work); here every box reads only its own level, by one gather of
-the four neighbours of every point from the levels laid end to end, each
-with a zero row and column past its edge: the same sums, a fraction of the
-memory on a CPU.
+worth of work). Here two ways to the same values:
+- `gather` (static shapes, for XLA and a TPU): every box reads only its own
+  level, by one gather of the four neighbours of every point from the
+  levels laid end to end, each with a zero row and column past its edge;
+- `crop` (dynamic shapes, CPUs and GPUs): the boxes split by level
+  (tf.dynamic_partition), each level's cropped by
+  `tf.image.crop_and_resize` at output_size x ratio points placed exactly
+  on theirs (the map padded with the same zero row and column), averaged
+  over each bin's ratio x ratio points, stitched back in order. Its kernel
+  and gradient read only the points: on 2 CPU cores the box head's step
+  takes a fraction of the gather's (whose gradient scatters every gathered
+  neighbour). Points left of or above the map (their extrapolation) never
+  occur: boxes are clipped to the image.
+`method='auto'` takes `gather` under a TPUStrategy, `crop` elsewhere.
 """
 
 import tensorflow as tf
@@ -32,10 +42,19 @@ def box_levels(boxes, min_level: int, max_level: int):
 
 
 def multilevel_crop_and_resize(features: dict, boxes, output_size: int = 7,
-                               sampling_ratio: int = 2):
+                               sampling_ratio: int = 2, method: str = 'auto'):
   """[B, N, output_size, output_size, C] features of [B, N, 4] pixel boxes
-  ([ymin, xmin, ymax, xmax] on the network's image) from {level:
-  [B, H_l, W_l, C]}."""
+  ([ymin, xmin, ymax, xmax] on the network's image, inside it) from
+  {level: [B, H_l, W_l, C]}; `method` 'gather', 'crop' or 'auto' (above)."""
+  if method == 'auto':
+    method = 'gather' if isinstance(tf.distribute.get_strategy(), (
+        tf.distribute.TPUStrategy,
+        tf.distribute.experimental.TPUStrategy)) else 'crop'
+  if method == 'crop':
+    return _by_crops(features, boxes, output_size, sampling_ratio)
+  if method != 'gather':
+    raise ValueError(f"RoIAlign method {method!r}: 'gather', 'crop' or "
+                     "'auto'.")
   levels_present = sorted(features)
   min_level, max_level = levels_present[0], levels_present[-1]
   first = features[min_level]
@@ -93,3 +112,45 @@ def multilevel_crop_and_resize(features: dict, boxes, output_size: int = 7,
   wx = tf.cast(tf.reshape(wx, [batch, num_boxes, output_size, 2 * ratio]),
                dtype)
   return tf.einsum('bnysxtc,bnys,bnxt->bnyxc', values, wy, wx)
+
+
+def _by_crops(features: dict, boxes, output_size: int, sampling_ratio: int):
+  """multilevel_crop_and_resize by tf.image.crop_and_resize, level by level."""
+  levels_present = sorted(features)
+  min_level, max_level = levels_present[0], levels_present[-1]
+  first = features[min_level]
+  dtype, channels = first.dtype, first.shape[-1]
+  batch = tf.shape(boxes)[0]
+  num_boxes = boxes.shape[1] or tf.shape(boxes)[1]
+  ratio = max(sampling_ratio, 1)
+  points = output_size * ratio
+  boxes = tf.cast(boxes, tf.float32)
+  levels = box_levels(boxes, min_level, max_level)
+  scaled = boxes / tf.pow(2.0, tf.cast(levels, tf.float32))[..., None]
+  # Their points: ymin + (k + 0.5) step, k < points, step = bin / ratio.
+  step_y = (scaled[..., 2] - scaled[..., 0]) / points
+  step_x = (scaled[..., 3] - scaled[..., 1]) / points
+  first_y = scaled[..., 0] + 0.5 * step_y
+  first_x = scaled[..., 1] + 0.5 * step_x
+  ends = tf.stack([first_y, first_x, first_y + (points - 1) * step_y,
+                   first_x + (points - 1) * step_x], axis=-1)
+  ends = tf.reshape(ends, [-1, 4])
+  images = tf.repeat(tf.range(batch), num_boxes)
+  parts = tf.dynamic_partition(tf.range(tf.shape(ends)[0]),
+                               tf.reshape(levels - min_level, [-1]),
+                               max_level - min_level + 1)
+  pooled = []
+  for i, level in enumerate(range(min_level, max_level + 1)):
+    feature = tf.cast(features[level], tf.float32)
+    height, width = feature.shape[1], feature.shape[2]
+    # Their zero row and column past the edge; crop_and_resize's
+    # normalised coordinate 1 is the padded map's last row: theirs `size`.
+    padded = tf.pad(feature, [[0, 0], [0, 1], [0, 1], [0, 0]])
+    mine = tf.gather(ends, parts[i]) / [height, width, height, width]
+    crops = tf.image.crop_and_resize(padded, mine,
+                                     tf.gather(images, parts[i]),
+                                     [points, points])
+    pooled.append(tf.nn.avg_pool2d(crops, ratio, ratio, 'VALID'))
+  out = tf.dynamic_stitch(parts, pooled)
+  return tf.cast(tf.reshape(out, [batch, num_boxes, output_size, output_size,
+                                  channels]), dtype)

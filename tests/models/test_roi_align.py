@@ -1,5 +1,6 @@
-"""Mask R-CNN's multilevel RoIAlign against a NumPy version of Google's v0.7
-multilevel_crop_and_resize (one-hot matrices and einsum, level by level)."""
+"""Mask R-CNN's multilevel RoIAlign, both ways (gather; crop_and_resize by
+level), against a NumPy version of Google's v0.7 multilevel_crop_and_resize
+(one-hot matrices and einsum, level by level)."""
 
 import numpy as np
 import tensorflow as tf
@@ -69,7 +70,8 @@ def test_values_are_theirs_on_every_level_and_at_the_edges():
   boxes[:, 0] = [-10, -30, 990, 1000]  # Level 6 (sqrt area over 896).
   want = numpy_multilevel_crop_and_resize(features, boxes)
   got = roi_align.multilevel_crop_and_resize(
-      {l: tf.constant(f) for l, f in features.items()}, tf.constant(boxes))
+      {l: tf.constant(f) for l, f in features.items()}, tf.constant(boxes),
+      method='gather')
   levels = roi_align.box_levels(tf.constant(boxes), 2, 6).numpy()
   assert set(levels.ravel()) == {2, 3, 4, 5, 6}
   assert (boxes[..., :2] < 0).any()
@@ -77,7 +79,50 @@ def test_values_are_theirs_on_every_level_and_at_the_edges():
   # float32, the model's dtype, and 14x14 crops (the mask head's).
   got32 = roi_align.multilevel_crop_and_resize(
       {l: tf.constant(f, tf.float32) for l, f in features.items()},
-      tf.constant(boxes, tf.float32), output_size=14)
+      tf.constant(boxes, tf.float32), output_size=14, method='gather')
   np.testing.assert_allclose(
       got32, numpy_multilevel_crop_and_resize(features, boxes, 14),
       rtol=1e-4, atol=1e-4)
+
+
+def test_crops_by_level_give_their_values_and_the_gathers_gradients():
+  rng = np.random.default_rng(1)
+  image = (1024, 960)  # Room for boxes of level 6 inside the image.
+  features = {l: rng.normal(size=(2, image[0] // 2 ** l, image[1] // 2 ** l,
+                                  3)).astype(np.float32) for l in range(2, 7)}
+  # Boxes of every level, clipped to the image as proposals and detections
+  # are (Detectron's clip: [0, size - 1]); some on the edges, one empty.
+  centre = rng.uniform(0, 1024, (2, 40, 2))
+  side = np.exp(rng.uniform(np.log(4), np.log(1200), (2, 40, 2)))
+  boxes = np.concatenate([centre - side / 2, centre + side / 2], -1)
+  boxes = np.clip(boxes, 0, [image[0] - 1, image[1] - 1] * 2)
+  boxes[0, 0] = [0, 0, image[0] - 1, image[1] - 1]
+  boxes[1, 1] = 0.0  # An empty detection slot.
+  boxes = boxes.astype(np.float32)
+  levels = roi_align.box_levels(tf.constant(boxes), 2, 6).numpy()
+  assert set(levels.ravel()) == {2, 3, 4, 5, 6}
+  tensors = {l: tf.constant(f) for l, f in features.items()}
+  for size in (7, 14):
+    got = roi_align.multilevel_crop_and_resize(tensors, tf.constant(boxes),
+                                               size, method='crop')
+    np.testing.assert_allclose(got, numpy_multilevel_crop_and_resize(
+        {l: f.astype(np.float64) for l, f in features.items()},
+        boxes.astype(np.float64), size), rtol=1e-4, atol=1e-4)
+
+  weights = tf.constant(rng.normal(size=(2, 40, 7, 7, 3)), tf.float32)
+
+  def gradients(method):
+    with tf.GradientTape() as tape:
+      tape.watch(list(tensors.values()))
+      out = roi_align.multilevel_crop_and_resize(tensors, tf.constant(boxes),
+                                                 7, method=method)
+      loss = tf.reduce_sum(out * weights)
+    return tape.gradient(loss, list(tensors.values()))
+
+  for got, want in zip(gradients('crop'), gradients('gather')):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  # On a CPU, 'auto' is the crops.
+  np.testing.assert_array_equal(
+      roi_align.multilevel_crop_and_resize(tensors, tf.constant(boxes)),
+      roi_align.multilevel_crop_and_resize(tensors, tf.constant(boxes),
+                                           method='crop'))
