@@ -1,5 +1,5 @@
-"""TF Model Garden's ResNet-50, BERT-base, Transformer-base or DLRM training
-step, timed on request.
+"""TF Model Garden's ResNet-50, BERT-base, Transformer-base, DLRM or Mask
+R-CNN training step, timed on request.
 
 Runs in Model Garden's own environment (requirements-garden.txt: TF 2.20,
 tf-models-official 2.20.0, legacy Keras), never in ours; it imports nothing
@@ -21,6 +21,12 @@ dataset, as its trainer does:
   interactions, MLPs), SGD for the tables and the dense layers, tables of
   DLRM_VOCAB's sizes with the first `--rows` rows, width 16, MLPs 64-16
   and 64-32-1 (benchmarks/dlrm_step.py's).
+- maskrcnn: `maskrcnn_resnetfpn_coco` (ResNet-50 FPN Mask R-CNN, its
+  backbone and batch norms trained, 128 mask RoIs an image), 91 classes, at
+  MASKRCNN_SIZE (benchmarks/maskrcnn_step.py's), no initial checkpoint;
+  each image of the batch made by Model Garden's own training parser
+  (maskrcnn_input.Parser) from MASKRCNN_OBJECTS random boxes whose masks
+  fill them.
 `--xla` compiles the loop with XLA (Model Garden's BERT experiments turn
 XLA on). Prints `ready` once compiled; then each line `run` on stdin runs
 `--steps` steps and prints the seconds they took; EOF ends it.
@@ -32,6 +38,52 @@ import os
 import worker_protocol  # A sibling module: this runs as a script.
 
 
+MASKRCNN_SIZE = (384, 640)
+MASKRCNN_OBJECTS = 4
+
+
+def _maskrcnn(batch: int):
+  """(Model Garden's Mask R-CNN config, one batch from its own parser)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from official.core import exp_factory  # pylint: disable=g-import-not-at-top
+  from official.vision import registry_imports  # pylint: disable=g-import-not-at-top,unused-import
+  from official.vision.dataloaders import maskrcnn_input  # pylint: disable=g-import-not-at-top
+
+  height, width = MASKRCNN_SIZE
+  config = exp_factory.get_exp_config('maskrcnn_resnetfpn_coco')
+  config.task.init_checkpoint = None
+  config.task.model.input_size = [height, width, 3]
+  config.task.model.num_classes = 91
+  model = config.task.model
+  parser = maskrcnn_input.Parser(
+      output_size=[height, width], min_level=model.min_level,
+      max_level=model.max_level, num_scales=model.anchor.num_scales,
+      aspect_ratios=model.anchor.aspect_ratios,
+      anchor_size=model.anchor.anchor_size, include_mask=True)
+  rng = np.random.default_rng(0)
+  examples = []
+  for i in range(batch):
+    corners = np.sort(rng.uniform(size=(MASKRCNN_OBJECTS, 2, 2)), axis=1)
+    boxes = np.stack([corners[:, 0, 0], corners[:, 0, 1], corners[:, 1, 0],
+                      corners[:, 1, 1]], axis=1).astype(np.float32)
+    masks = np.zeros((MASKRCNN_OBJECTS, height, width), np.float32)
+    for k, (y0, x0, y1, x1) in enumerate(boxes):
+      masks[k, int(y0 * height):int(y1 * height) + 1,
+            int(x0 * width):int(x1 * width) + 1] = 1
+    examples.append(parser._parse_train_data({  # pylint: disable=protected-access
+        'image': tf.constant(rng.integers(0, 256, (height, width, 3)),
+                             tf.uint8),
+        'groundtruth_boxes': tf.constant(boxes),
+        'groundtruth_classes': tf.constant(
+            rng.integers(1, 91, MASKRCNN_OBJECTS), tf.int64),
+        'groundtruth_is_crowd': tf.zeros([MASKRCNN_OBJECTS], tf.bool),
+        'groundtruth_instance_masks': tf.constant(masks),
+        'source_id': tf.constant(str(i)), 'height': height,
+        'width': width}))
+  return config, tf.nest.map_structure(lambda *x: tf.stack(x), *examples)
+
+
 def _experiment(model_name: str, batch: int):
   """(Model Garden's config, one synthetic batch) for the model."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -39,6 +91,8 @@ def _experiment(model_name: str, batch: int):
   from official.nlp.configs import pretraining_experiments  # pylint: disable=g-import-not-at-top,unused-import
   from official.vision import registry_imports  # pylint: disable=g-import-not-at-top,unused-import
 
+  if model_name == 'maskrcnn':
+    return _maskrcnn(batch)
   if model_name == 'resnet50':
     config = exp_factory.get_exp_config('resnet_imagenet')
     config.task.model.input_size = [224, 224, 3]
@@ -161,7 +215,7 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--model', default='resnet50',
                       choices=('resnet50', 'bert_base', 'transformer_base',
-                               'dlrm'))
+                               'dlrm', 'maskrcnn'))
   parser.add_argument('--rows', type=int, default=10000,
                       help='dlrm: rows of the first table.')
   parser.add_argument('--xla', action='store_true')

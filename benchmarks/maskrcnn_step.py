@@ -23,6 +23,9 @@ from training import schedules
 from training import step as step_lib
 
 NUM_CLASSES = 91
+# The peers' image (garden_worker.MASKRCNN_SIZE, torchvision's --height and
+# --width defaults): Google's 832x1344 would take a minute a step here.
+BENCHMARK_SIZE = (384, 640)
 OBJECTS_PER_IMAGE = 4  # input_pipeline.maskrcnn's synthetic mode.
 
 

@@ -16,7 +16,10 @@ and optimizer; synthetic inputs from a tf.data iterator on all sides:
 - BERT-base (12 x 768, seq 128, 20 predictions, dropout 0.1) with LAMB;
 - Transformer-base (6 + 6 x 512, 8 heads, 2048, vocabulary 33,708, 64
   source and 64 target ids, dropout and label smoothing 0.1) with Adam
-  (Model Garden's `official.nlp.tasks.translation` task and model).
+  (Model Garden's `official.nlp.tasks.translation` task and model);
+- Mask R-CNN ResNet-50 FPN at 384x640, 91 classes, momentum SGD
+  (`--models=maskrcnn`; Model Garden's `maskrcnn_resnetfpn_coco`, whose
+  backbone and batch norms train, against ours with Google's freezing).
 Prints the medians and our speed-up over the faster Model Garden variant.
 """
 
@@ -59,6 +62,10 @@ def ours(model: str, dtype: str, batch: int, steps: int):
   if model == 'resnet50':
     run, _ = resnet_step.ours(dtype, batch, steps,
                               optimizer=optimizers.SgdMomentum)
+  elif model == 'maskrcnn':
+    from benchmarks import maskrcnn_step  # pylint: disable=import-outside-toplevel
+    run, _ = maskrcnn_step.ours(dtype, batch, steps,
+                                maskrcnn_step.BENCHMARK_SIZE)
   elif model == 'transformer_base':
     run, _ = transformer_step.ours(dtype, batch, steps)
   else:
@@ -68,7 +75,8 @@ def ours(model: str, dtype: str, batch: int, steps: int):
 
 
 NAMES = {'resnet50': 'ResNet-50', 'bert_base': 'BERT-base',
-         'transformer_base': 'Transformer-base'}
+         'transformer_base': 'Transformer-base',
+         'maskrcnn': 'Mask R-CNN ResNet-50 FPN, 384x640'}
 
 
 def main(argv):
