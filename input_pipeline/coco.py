@@ -68,6 +68,20 @@ def read_categories(data_dir: str) -> list[int]:
     return sorted(int(c['id']) for c in json.load(f))
 
 
+def check_records(*, train_files: str, eval_files: str,
+                  eval_annotations: str, features: dict, fix: str) -> None:
+  """Fails fast, naming the cause: no files, damaged files, a wrong schema
+  (`fix` says what to do), or no eval annotation file."""
+  for pattern in (train_files, eval_files):
+    files = records.list_files(pattern)
+    records.check_record_files(files)
+    records.check_features(files[0], features, fix=fix)
+  if not tf.io.gfile.exists(eval_annotations):
+    raise ValueError(f'{eval_annotations} is missing: the COCO '
+                     'evaluation needs the eval set\'s annotations. '
+                     'tools.convert_coco keeps them beside the records.')
+
+
 def crop_proposal(boxes, heights, widths, tops, lefts, min_iou):
   """One pass of 50 candidate windows (Google's `crop_proposal`).
 
@@ -216,16 +230,11 @@ class CocoInput:
     """Fails fast on missing files or a wrong schema."""
     if self.synthetic:
       return
-    fix = ('The pipeline expects COCO detection records; build them with '
-           'python -m tools.convert_coco.')
-    for pattern in (self.train_files, self.eval_files):
-      files = records.list_files(pattern)
-      records.check_record_files(files)
-      records.check_features(files[0], FEATURES, fix=fix)
-    if not tf.io.gfile.exists(self.eval_annotations):
-      raise ValueError(f'{self.eval_annotations} is missing: the COCO '
-                       'evaluation needs the eval set\'s annotations. '
-                       'tools.convert_coco keeps them beside the records.')
+    check_records(
+        train_files=self.train_files, eval_files=self.eval_files,
+        eval_annotations=self.eval_annotations, features=FEATURES,
+        fix=('The pipeline expects COCO detection records; build them with '
+             'python -m tools.convert_coco.'))
     self.category_ids  # pylint: disable=pointless-statement
 
   def steps_per_epoch(self, global_batch_size: int) -> float:

@@ -362,16 +362,11 @@ class MaskRcnnInput:
     """Fails fast on missing files or a wrong schema."""
     if self.synthetic:
       return
-    fix = ('Mask R-CNN expects COCO records with masks; build them with '
-           'python -m tools.convert_coco --include_masks.')
-    for pattern in (self.train_files, self.eval_files):
-      files = records.list_files(pattern)
-      records.check_record_files(files)
-      records.check_features(files[0], FEATURES, fix=fix)
-    if not tf.io.gfile.exists(self.eval_annotations):
-      raise ValueError(f'{self.eval_annotations} is missing: the COCO '
-                       'evaluation needs the eval set\'s annotations. '
-                       'tools.convert_coco keeps them beside the records.')
+    coco.check_records(
+        train_files=self.train_files, eval_files=self.eval_files,
+        eval_annotations=self.eval_annotations, features=FEATURES,
+        fix=('Mask R-CNN expects COCO records with masks; build them with '
+             'python -m tools.convert_coco --include_masks.'))
     if min(self.category_ids) < 1:
       raise ValueError(f'{self.data_dir}/{coco.CATEGORIES_FILE} lists '
                        f'category id {min(self.category_ids)}: Mask R-CNN '
