@@ -281,7 +281,14 @@ def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
   # The training command's bindings, maybe without its hardware file.
   gin_config.parse(gin_files, list(gin_params) + [f'DATA_DIR = {dataset!r}'],
                    unread_macros='known')
-  return gin_config.configured_task()
+  task = gin_config.configured_task()
+  if not hasattr(task, 'inference_model'):
+    raise ValueError(
+        f'{type(task).__name__} ({task.mlperf_benchmark}) has no MLPerf '
+        'Inference benchmark: the harness serves resnet50, bert, '
+        'ssd-resnet34, dlrm, gnmt and the Transformer (docs/inference.md). '
+        'Export it with tools.export_savedmodel for your own serving.')
+  return task
 
 
 def main(argv):

@@ -8,9 +8,10 @@ portrait graphs, as theirs; one graph when the input is square):
 pyramid -> RPN -> RPN loss on the host-made targets; proposals (2000 a
 level, NMS 0.7, best 1000) -> 512 sampled RoIs (a quarter foreground) ->
 box head, its targets Detectron-encoded with weights (10, 10, 5, 5), zero
-for background -> box loss; the first 128 RoIs with foreground first ->
-mask targets from the 116x116 crops -> mask head -> the target class's mask
--> mask loss. The loss is the sum, each replica's own mean (their
+for background -> box loss; the first 128 RoIs with foreground first (off a
+TPU only as many as the foreground: Settings.mask_rois) -> mask targets
+from the 116x116 crops -> mask head -> the target class's mask -> mask
+loss. The loss is the sum, each replica's own mean (their
 CrossShardOptimizer averages the replicas' gradients).
 
 Evaluation: proposals (1000 a level, NMS 0.7, best 1000) -> box head ->
@@ -265,10 +266,13 @@ class MaskRcnnTask:
 
   def loss_share(self, model, batch):
     names = sorted(model.state)
-    # tf.cond returns tensors: the state travels as a list in name order.
-    total, *state = self._orientations(batch, lambda size: (
-        lambda out: [out[0]['total']] + [out[1][n] for n in names])(
-            self.train_losses(model, batch, size)),
+
+    def graph(size):
+      # tf.cond returns tensors: the state travels as a list in name order.
+      found, state = self.train_losses(model, batch, size)
+      return [found['total']] + [state[n] for n in names]
+
+    total, *state = self._orientations(batch, graph,
                                        collectives=self._collectives)
     return (losses.share_of_replica_mean(tf.reshape(total, [1])),
             dict(zip(names, state)))
@@ -305,13 +309,22 @@ class MaskRcnnTask:
     del model
     return {'examples': tf.reduce_sum(batch['mask'])}
 
-  def eval_outputs(self, model, batch) -> dict:
+  def detect_original(self, model, batch) -> dict:
+    """`detect` in the batch's orientation, `boxes` as [x, y, w, h] in the
+    original image's pixels (their `predict`)."""
     keys = ('boxes', 'scores', 'classes', 'masks')
-    found = self._orientations(batch, lambda size: (
-        lambda out: [out[k] for k in keys])(self.detect(model, batch, size)))
-    out = dict(zip(keys, found))
+
+    def graph(size):
+      found = self.detect(model, batch, size)
+      return [found[k] for k in keys]
+
+    out = dict(zip(keys, self._orientations(batch, graph)))
+    out['boxes'] = original_xywh(out['boxes'], batch['image_info'][:, 2])
+    return out
+
+  def eval_outputs(self, model, batch) -> dict:
+    out = self.detect_original(model, batch)
     info = batch['image_info']
-    out['boxes'] = original_xywh(out['boxes'], info[:, 2])
     out['image_id'] = batch['image_id']
     out['image_size'] = tf.cast(info[:, 3:5], tf.int32)
     out['mask'] = batch['mask']
@@ -366,18 +379,12 @@ class MaskRcnnTask:
     (category ids), `masks` [b, D, 28, 28] probabilities (paste them with
     models/mask_paste.py)."""
     pixels = self.data.geometry.pixels
-    keys = ('boxes', 'scores', 'classes', 'masks')
 
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, pixels, 3], tf.float32, name='images'),
         tf.TensorSpec([None, 5], tf.float32, name='image_info')])
     def serve(images, image_info):
-      batch = {'image': images, 'image_info': image_info}
-      found = self._orientations(batch, lambda size: (
-          lambda out: [out[k] for k in keys])(self.detect(model, batch,
-                                                          size)))
-      out = dict(zip(keys, found))
-      out['boxes'] = original_xywh(out['boxes'], image_info[:, 2])
-      return out
+      return self.detect_original(model, {'image': images,
+                                          'image_info': image_info})
 
     return serve

@@ -68,6 +68,11 @@ CASES = {
         lambda t: ['--gin_file=resnet_quickstart.gin', '--noop_backend',
                    f'--dataset={MISSING}', f'--output_dir={t}/out'],
         'error: '),
+    'loadgen model without a benchmark': (
+        'inference.run',
+        lambda t: ['--gin_file=maskrcnn_quickstart.gin', '--noop_backend',
+                   f'--dataset={t}', f'--output_dir={t}/out'],
+        'error: MaskRcnnTask (maskrcnn) has no MLPerf Inference benchmark'),
     'gin file misspelt': (
         'tools.predict', lambda t: ['--gin_file=resnet_quickstar.gin'],
         "error: --gin_file=resnet_quickstar.gin: no such file in the working "
