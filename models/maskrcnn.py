@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from models import layers
 from models import resnet as resnet_lib
-from models import roi_align
+from models import roi_align as roi_align_lib
 
 FPN_CHANNELS = 256  # Google's, the FPN's and both heads' convolutions.
 MIN_LEVEL, MAX_LEVEL = 2, 6
@@ -48,6 +48,14 @@ def no_decay(name: str) -> bool:
 def double_gradient(x):
   """x, with its gradient doubled."""
   return tf.identity(x), lambda dy: 2.0 * dy
+
+
+def _upsample2(x):
+  """Nearest-neighbour x2 of [B, H, W, C] by stacking copies (static shapes
+  in the gradient too: XLA takes it where tf.repeat's is refused)."""
+  _, h, w, c = x.shape
+  rows = tf.reshape(tf.stack([x, x], axis=2), [-1, 2 * h, w, c])
+  return tf.reshape(tf.stack([rows, rows], axis=3), [-1, 2 * h, 2 * w, c])
 
 
 def _glorot_uniform(shape, seed, fan_in: int, fan_out: int):
@@ -181,7 +189,7 @@ class MaskRCNN(tf.Module):
     top = max(lateral)
     feats = {top: lateral[top]}
     for level in range(top - 1, min(lateral) - 1, -1):
-      up = tf.repeat(tf.repeat(feats[level + 1], 2, axis=1), 2, axis=2)
+      up = _upsample2(feats[level + 1])
       feats[level] = up + lateral[level]
     feats = {level: self._apply_conv(f, f'fpn/post_hoc_d{level}')
              for level, f in feats.items()}
@@ -197,18 +205,21 @@ class MaskRCNN(tf.Module):
       boxes[level] = self._apply_conv(x, 'rpn/box')
     return scores, boxes
 
-  def box_head(self, features: dict, rois):
-    """([B, K, C] class logits, [B, K, 4 C] deltas) of [B, K, 4] RoIs."""
-    x = roi_align.multilevel_crop_and_resize(features, rois, output_size=7)
+  def box_head(self, features: dict, rois, roi_align: str = 'auto'):
+    """([B, K, C] class logits, [B, K, 4 C] deltas) of [B, K, 4] RoIs
+    (`roi_align`: models/roi_align.py's method)."""
+    x = roi_align_lib.multilevel_crop_and_resize(features, rois, output_size=7,
+                                                 method=roi_align)
     x = tf.reshape(x, [-1, x.shape[1], x.shape[2] * x.shape[3] * x.shape[4]])
     x = self._apply_dense(x, 'box/fc6', relu=True)
     x = self._apply_dense(x, 'box/fc7', relu=True)
     return (tf.cast(self._apply_dense(x, 'box/class'), tf.float32),
             tf.cast(self._apply_dense(x, 'box/box'), tf.float32))
 
-  def mask_head(self, features: dict, rois):
+  def mask_head(self, features: dict, rois, roi_align: str = 'auto'):
     """[B, M, 28, 28, C] mask logits of [B, M, 4] RoIs."""
-    x = roi_align.multilevel_crop_and_resize(features, rois, output_size=14)
+    x = roi_align_lib.multilevel_crop_and_resize(
+        features, rois, output_size=14, method=roi_align)
     num = x.shape[1] or tf.shape(x)[1]  # Dynamic: foreground RoIs only.
     x = tf.reshape(x, [-1, x.shape[2], x.shape[3], x.shape[4]])
     for i in range(4):

@@ -9,7 +9,7 @@ pyramid -> RPN -> RPN loss on the host-made targets; proposals (2000 a
 level, NMS 0.7, best 1000) -> 512 sampled RoIs (a quarter foreground) ->
 box head, its targets Detectron-encoded with weights (10, 10, 5, 5), zero
 for background -> box loss; the first 128 RoIs with foreground first (off a
-TPU only as many as the foreground: Settings.mask_rois) -> mask targets
+TPU only as many as the foreground: Settings.roi_shapes) -> mask targets
 from the 116x116 crops -> mask head -> the target class's mask -> mask
 loss. The loss is the sum, each replica's own mean (their
 CrossShardOptimizer averages the replicas' gradients).
@@ -64,12 +64,14 @@ class Settings:
   rpn_box_loss_weight: float = 1.0
   fast_rcnn_box_loss_weight: float = 1.0
   mask_loss_weight: float = 1.0
-  # The mask head's RoIs an image: 'static', Google's 128 (a quarter of the
-  # 512), foreground first and background rows weighted 0; 'foreground',
-  # only as many as the batch's most-foreground image has (the same loss
-  # and gradients, a dynamic shape); 'auto', static on a TPU (XLA wants
-  # static shapes) and foreground elsewhere.
-  mask_rois: str = 'auto'
+  # 'fixed': Google's static shapes (XLA, a TPU): the mask head on 128 RoIs
+  # an image, foreground first and background rows weighted 0, and
+  # RoIAlign by one gather; 'dynamic': the mask head on as many RoIs as the
+  # batch's most-foreground image has and RoIAlign by crops level by level
+  # (models/roi_align.py) - the same losses and gradients, a fraction of a
+  # CPU's work; 'auto': fixed on a TPU, dynamic elsewhere (the ROI_SHAPES
+  # macro).
+  roi_shapes: str = 'auto'
 
 
 def _on_tpu() -> bool:
@@ -230,7 +232,7 @@ class MaskRcnnTask:
             batch['roi_seed'][0], batch_size_per_im=s.batch_size_per_im,
             fg_fraction=s.fg_fraction, fg_thresh=s.fg_thresh,
             bg_thresh_hi=s.bg_thresh_hi, bg_thresh_lo=s.bg_thresh_lo))
-    class_out, box_out = model.box_head(feats, rois)
+    class_out, box_out = model.box_head(feats, rois, roi_align=self._roi_align())
     encoded = detectron_boxes.encode(rois, box_targets,
                                      detectron_boxes.BOX_WEIGHTS)
     encoded = tf.where((class_targets > 0)[..., None], encoded, 0.0)
@@ -242,7 +244,8 @@ class MaskRcnnTask:
         self._mask_rois(class_targets))
     targets = mask_targets.get_mask_targets(
         fg_rois, fg_map, fg_targets, batch['gt_masks'], model.mask_resolution)
-    masks = mask_targets.select_class_masks(model.mask_head(feats, fg_rois),
+    masks = mask_targets.select_class_masks(model.mask_head(feats, fg_rois,
+                                    roi_align=self._roi_align()),
                                             fg_classes)
     mask_loss = maskrcnn_losses.mask_loss(masks, targets, fg_classes,
                                           weight=s.mask_loss_weight)
@@ -251,14 +254,22 @@ class MaskRcnnTask:
              'class': class_loss, 'box': box_loss, 'mask': mask_loss},
             updates)
 
+  def _fixed_shapes(self) -> bool:
+    """Settings.roi_shapes resolved: True for Google's static shapes."""
+    shapes = self.settings.roi_shapes
+    if shapes not in ('fixed', 'dynamic', 'auto'):
+      raise ValueError(f"models.maskrcnn_task.Settings.roi_shapes (ROI_SHAPES)"
+                       f" is {shapes!r}: 'fixed', 'dynamic' or 'auto'.")
+    return shapes == 'fixed' or (shapes == 'auto' and _on_tpu())
+
+  def _roi_align(self) -> str:
+    return 'gather' if self._fixed_shapes() else 'crop'
+
   def _mask_rois(self, class_targets):
-    """The mask head's RoIs an image (Settings.mask_rois)."""
+    """The mask head's RoIs an image (Settings.roi_shapes)."""
     s = self.settings
     most = int(s.batch_size_per_im * s.fg_fraction)
-    if s.mask_rois not in ('static', 'foreground', 'auto'):
-      raise ValueError(f"models.maskrcnn_task.Settings.mask_rois is "
-                       f"{s.mask_rois!r}: 'static', 'foreground' or 'auto'.")
-    if s.mask_rois == 'static' or (s.mask_rois == 'auto' and _on_tpu()):
+    if self._fixed_shapes():
       return most
     found = tf.reduce_max(tf.reduce_sum(tf.cast(class_targets > 0, tf.int32),
                                         axis=1))
@@ -292,7 +303,7 @@ class MaskRcnnTask:
         pre_nms_topn=s.test_rpn_pre_nms_topn,
         post_nms_topn=s.test_rpn_post_nms_topn,
         nms_threshold=s.rpn_nms_threshold, min_size=s.rpn_min_size)
-    class_out, box_out = model.box_head(feats, rois)
+    class_out, box_out = model.box_head(feats, rois, roi_align=self._roi_align())
     detections = maskrcnn_detections.generate_detections(
         tf.nn.softmax(class_out), box_out, rois, info,
         tf.zeros([tf.shape(info)[0]]),
@@ -301,7 +312,7 @@ class MaskRcnnTask:
     boxes = detections[:, :, 1:5]
     classes = tf.cast(detections[:, :, 6], tf.int32)
     masks = tf.sigmoid(mask_targets.select_class_masks(
-        model.mask_head(feats, boxes), classes))
+        model.mask_head(feats, boxes, roi_align=self._roi_align()), classes))
     return {'boxes': boxes, 'scores': detections[:, :, 5],
             'classes': classes, 'masks': masks}
 

@@ -1,5 +1,6 @@
-"""Mask R-CNN's task: the mask head on the foreground RoIs only (a dynamic
-shape, off a TPU) gives Google's static 128-row loss and gradients."""
+"""Mask R-CNN's task: dynamic RoI shapes (the mask head on the foreground
+RoIs only, RoIAlign by crops: off a TPU) give Google's fixed-shape losses
+and gradients (128 mask rows, RoIAlign by gather)."""
 
 import dataclasses
 
@@ -13,14 +14,14 @@ from models import maskrcnn_task
 from tests.models import test_maskrcnn_spatial as spatial
 
 
-def loss_and_grads(mask_rois):
+def loss_and_grads(roi_shapes):
   data = input_lib.MaskRcnnInput(geometry=spatial.GEOMETRY, synthetic=True)
   task = maskrcnn_task.MaskRcnnTask(
       model=lambda **kw: maskrcnn_lib.MaskRCNN(
           depth=10, width_multiplier=0.125, fpn_channels=16, mlp_head_dim=32,
           seed=3, **kw),
       data=data, settings=dataclasses.replace(spatial.SETTINGS,
-                                              mask_rois=mask_rois),
+                                              roi_shapes=roi_shapes),
       metric_processes=0)
   model = task.build_model()
   batch = {k: tf.constant(v) for k, v in spatial.examples(
@@ -36,9 +37,9 @@ def loss_and_grads(mask_rois):
   return {k: float(v) for k, v in losses.items()}, [g.numpy() for g in grads]
 
 
-def test_foreground_mask_rois_give_the_static_loss_and_gradients():
-  static, static_grads = loss_and_grads('static')
-  found, found_grads = loss_and_grads('foreground')
+def test_dynamic_roi_shapes_give_the_fixed_loss_and_gradients():
+  static, static_grads = loss_and_grads('fixed')
+  found, found_grads = loss_and_grads('dynamic')
   assert static['mask'] > 0
   for name, value in static.items():
     assert found[name] == pytest.approx(value, rel=1e-5), name
@@ -46,6 +47,6 @@ def test_foreground_mask_rois_give_the_static_loss_and_gradients():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-7)
 
 
-def test_an_unknown_mask_rois_setting_is_named():
-  with pytest.raises(ValueError, match="Settings.mask_rois is 'some'"):
+def test_an_unknown_roi_shapes_setting_is_named():
+  with pytest.raises(ValueError, match=r"Settings.roi_shapes \(ROI_SHAPES\) is 'some'"):
     loss_and_grads('some')

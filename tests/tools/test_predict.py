@@ -164,9 +164,13 @@ def test_every_pod_and_slice_config_predicts():
   configs = sorted(glob.glob(os.path.join(helpers.ROOT, 'gin', '*_pod.gin')) +
                    glob.glob(os.path.join(helpers.ROOT, 'gin', '*_v3_32.gin')) +
                    glob.glob(os.path.join(helpers.ROOT, 'gin', '*_v4_16.gin')))
-  # GNMT's two (issue 46, in progress) are not predicted yet: its synthetic
-  # data has no length buckets for the time-to-train model to cost.
-  configs = [c for c in configs if not os.path.basename(c).startswith('gnmt')]
+  # GNMT's two are not predicted yet: its synthetic data has no length
+  # buckets for the time-to-train model to cost. Mask R-CNN's two have
+  # their XLA counts (program_costs.json) but no fitted efficiency yet: a
+  # fit on Google's largest slices misses their v4-16 and v4-128 runs by
+  # +144% (issue 50 takes the model out of sample first).
+  configs = [c for c in configs if not os.path.basename(c).startswith(
+      ('gnmt', 'maskrcnn'))]
   assert len(configs) == 9
   for path in configs:
     config = os.path.relpath(path, helpers.ROOT)

@@ -46,14 +46,15 @@ PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
                 "BACKBONE_CHECKPOINT = ''")
 # What the count binds over a config, before the user's --gin_params:
 # - the program a TPU runs where a config leaves the choice to the device
-#   (models/beam_search.needs_fixed_shapes picks fixed shapes on a TPU);
+#   (models/beam_search.needs_fixed_shapes picks fixed shapes on a TPU, and
+#   so does Mask R-CNN's ROI_SHAPES 'auto');
 # - DLRM's tables as the synthetic data's vocabularies (Criteo's, capped:
 #   input_pipeline/clicks.py says why the count is the same) instead of a
 #   pod config's 188 million rows, which do not fit this host;
 # - whole images on one replica: spatial partitions divide a replica's count
 #   in the model (tools/predictor/configs.py model_ways), as a mesh's model axis.
-COUNTED_PROGRAM = ("DECODE_SHAPES = 'fixed'", 'TABLE_SIZES = ()',
-                   'SPATIAL_PARTITIONS = 1')
+COUNTED_PROGRAM = ("DECODE_SHAPES = 'fixed'", "ROI_SHAPES = 'fixed'",
+                   'TABLE_SIZES = ()', 'SPATIAL_PARTITIONS = 1')
 
 
 @runtime_checkable
