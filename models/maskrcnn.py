@@ -94,9 +94,10 @@ class MaskRCNN(tf.Module):
       spatial_partitions: training images arrive split along their height
         over this many replicas (models/spatial.py, Google's
         input_partition_dims): the backbone runs on the slices while they
-        can be strided, each stage's map is gathered whole for the FPN, and
-        every member of a group computes the heads on whole maps. The
-        height must divide by it (both orientations').
+        can be strided, each stage's map is gathered whole for the FPN,
+        every member of a group computes the RPN on whole maps and the
+        task gives each its share of the stage-2 RoIs. The height must
+        divide by it (both orientations').
     """
     super().__init__(name='maskrcnn')
     self.num_classes, self.mask_resolution = num_classes, mask_resolution

@@ -16,7 +16,10 @@ reductions of the `tf.compat.v1.losses` functions they call spelled out:
   their count.
 
 Each is a replica's mean: Google's CrossShardOptimizer averages the
-replicas' gradients.
+replicas' gradients. Under RoI sharding (models/spatial.py's `share`) a
+member computes the second stage's sums over its share of the RoIs and
+divides them by the counts of all of them (`whole_class_targets`), so the
+members' losses add up to the whole's.
 """
 
 import tensorflow as tf
@@ -66,8 +69,13 @@ def rpn_loss(score_outputs: dict, box_outputs: dict, score_targets: dict,
   return score_loss + box_loss, score_loss, box_loss
 
 
+def _foreground(class_targets, dtype):
+  """The count of RoIs of class > 0."""
+  return tf.math.count_nonzero(class_targets > 0, dtype=dtype)
+
+
 def fast_rcnn_loss(class_outputs, box_outputs, class_targets, box_targets, *,
-                   box_weight: float = 1.0):
+                   box_weight: float = 1.0, whole_class_targets=None):
   """(total, class loss, box loss).
 
   Args:
@@ -75,29 +83,39 @@ def fast_rcnn_loss(class_outputs, box_outputs, class_targets, box_targets, *,
     box_outputs: [B, K, 4 C] deltas, class-major (class c at 4c..4c+3).
     class_targets: [B, K] int, 0 background.
     box_targets: [B, K, 4] encoded targets (zeros for background).
+    whole_class_targets: when these K RoIs are a share of more, all of
+      their class targets: the sums are divided by their counts (None:
+      class_targets).
   """
+  whole = class_targets if whole_class_targets is None else whole_class_targets
   class_outputs = tf.cast(class_outputs, tf.float32)
   num_classes = class_outputs.shape[-1]
   class_targets = tf.cast(class_targets, tf.int32)
-  class_loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(
-      labels=tf.one_hot(class_targets, num_classes), logits=class_outputs))
+  class_loss = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(
+      labels=tf.one_hot(class_targets, num_classes), logits=class_outputs)
+  ) / tf.cast(tf.size(whole), tf.float32)
   per_class = tf.reshape(tf.cast(box_outputs, tf.float32), tf.concat(
       [tf.shape(class_targets), [num_classes, 4]], axis=0))
   chosen = tf.gather(per_class, class_targets, batch_dims=2)
-  foreground = tf.broadcast_to((class_targets > 0)[..., None],
-                               tf.shape(chosen))
-  box_loss = box_weight * _mean_over_nonzero(
-      huber(chosen - tf.cast(box_targets, tf.float32), 1.0), foreground)
+  foreground = tf.cast((class_targets > 0)[..., None], tf.float32)
+  errors = huber(chosen - tf.cast(box_targets, tf.float32), 1.0)
+  box_loss = box_weight * tf.math.divide_no_nan(
+      tf.reduce_sum(errors * foreground), 4 * _foreground(whole, tf.float32))
   return class_loss + box_loss, class_loss, box_loss
 
 
 def mask_loss(mask_outputs, mask_targets, select_class_targets, *,
-              weight: float = 1.0):
+              weight: float = 1.0, whole_class_targets=None):
   """Sigmoid cross-entropy of [B, M, h, w] mask logits (the RoI's class's
-  mask) against [B, M, h, w] targets, over RoIs whose class is > 0."""
+  mask) against [B, M, h, w] targets, over RoIs whose class is > 0
+  (`whole_class_targets` as fast_rcnn_loss's)."""
+  whole = (select_class_targets if whole_class_targets is None
+           else whole_class_targets)
   logits = tf.cast(mask_outputs, tf.float32)
   ce = tf.nn.sigmoid_cross_entropy_with_logits(
       labels=tf.cast(mask_targets, tf.float32), logits=logits)
-  foreground = tf.broadcast_to(
-      (select_class_targets > 0)[:, :, None, None], tf.shape(ce))
-  return weight * _mean_over_nonzero(ce, foreground)
+  foreground = tf.cast((select_class_targets > 0)[:, :, None, None],
+                       tf.float32)
+  pixels = float(ce.shape[2] * ce.shape[3])
+  return weight * tf.math.divide_no_nan(
+      tf.reduce_sum(ce * foreground), pixels * _foreground(whole, tf.float32))

@@ -12,7 +12,9 @@ for background -> box loss; the first 128 RoIs with foreground first (off a
 TPU only as many as the foreground: Settings.roi_shapes) -> mask targets
 from the 116x116 crops -> mask head -> the target class's mask -> mask
 loss. The loss is the sum, each replica's own mean (their
-CrossShardOptimizer averages the replicas' gradients).
+CrossShardOptimizer averages the replicas' gradients). Under spatial
+partitioning the group's members share the first stage and each takes
+1/P of the stage-2 RoIs (their `use_spmd` sharding; docs/maskrcnn.md).
 
 Evaluation: proposals (1000 a level, NMS 0.7, best 1000) -> box head ->
 detections (best 1000 pairs, per class NMS 0.5, 100 an image) -> mask head
@@ -171,6 +173,15 @@ class MaskRcnnTask:
             f'SPATIAL_PARTITIONS {self._partitions} does not divide the '
             f'Mask R-CNN input height {height} (Geometry.image_size '
             f'{self.data.geometry.image_size}, both orientations).')
+    s = self.settings
+    for name, rois in (('batch_size_per_im', s.batch_size_per_im),
+                       ('batch_size_per_im x fg_fraction (mask RoIs)',
+                        int(s.batch_size_per_im * s.fg_fraction))):
+      if rois % self._partitions:
+        raise ValueError(
+            f'SPATIAL_PARTITIONS {self._partitions} does not divide the '
+            f'{rois} stage-2 RoIs an image (models.maskrcnn_task.Settings.'
+            f'{name}): each member of a group takes an equal share.')
     return model
 
   def _orientations(self, batch, graph, *, collectives: bool = False):
@@ -232,24 +243,41 @@ class MaskRcnnTask:
             batch['roi_seed'][0], batch_size_per_im=s.batch_size_per_im,
             fg_fraction=s.fg_fraction, fg_thresh=s.fg_thresh,
             bg_thresh_hi=s.bg_thresh_hi, bg_thresh_lo=s.bg_thresh_lo))
-    class_out, box_out = model.box_head(feats, rois, roi_align=self._roi_align())
-    encoded = detectron_boxes.encode(rois, box_targets,
+    # Stage 2 on this member's share of the RoIs (all of them unless
+    # spatially partitioned: then the group's members, which hold the same
+    # RoIs, each take 1/P, and the shares' losses add up to the whole's).
+    share = model.spatial.share
+    rois_k, classes_k, targets_k = (share(rois), share(class_targets),
+                                    share(box_targets))
+    class_out, box_out = model.box_head(feats, rois_k,
+                                        roi_align=self._roi_align())
+    encoded = detectron_boxes.encode(rois_k, targets_k,
                                      detectron_boxes.BOX_WEIGHTS)
-    encoded = tf.where((class_targets > 0)[..., None], encoded, 0.0)
-    fast_total, class_loss, box_loss = maskrcnn_losses.fast_rcnn_loss(
-        class_out, box_out, class_targets, encoded,
-        box_weight=s.fast_rcnn_box_loss_weight)
+    encoded = tf.where((classes_k > 0)[..., None], encoded, 0.0)
+    _, class_loss, box_loss = maskrcnn_losses.fast_rcnn_loss(
+        class_out, box_out, classes_k, encoded,
+        box_weight=s.fast_rcnn_box_loss_weight,
+        whole_class_targets=class_targets)
     fg_classes, fg_targets, fg_rois, fg_map = mask_targets.select_fg_for_masks(
         class_targets, box_targets, rois, label_map,
         self._mask_rois(class_targets))
+    fg_rois_m, fg_classes_m = share(fg_rois), share(fg_classes)
     targets = mask_targets.get_mask_targets(
-        fg_rois, fg_map, fg_targets, batch['gt_masks'], model.mask_resolution)
-    masks = mask_targets.select_class_masks(model.mask_head(feats, fg_rois,
-                                    roi_align=self._roi_align()),
-                                            fg_classes)
-    mask_loss = maskrcnn_losses.mask_loss(masks, targets, fg_classes,
-                                          weight=s.mask_loss_weight)
-    total = rpn_total + fast_total + mask_loss
+        fg_rois_m, share(fg_map), share(fg_targets), batch['gt_masks'],
+        model.mask_resolution)
+    masks = mask_targets.select_class_masks(
+        model.mask_head(feats, fg_rois_m, roi_align=self._roi_align()),
+        fg_classes_m)
+    mask_loss = maskrcnn_losses.mask_loss(masks, targets, fg_classes_m,
+                                          weight=s.mask_loss_weight,
+                                          whole_class_targets=fg_classes)
+    # Each member's loss share is averaged with the group's (they compute
+    # the same first stage): the stage-2 shares count P times, so that
+    # the group's mean is the whole's loss.
+    p = float(self._partitions)
+    class_loss, box_loss, mask_loss = (p * class_loss, p * box_loss,
+                                       p * mask_loss)
+    total = rpn_total + class_loss + box_loss + mask_loss
     return ({'total': total, 'rpn_score': rpn_score, 'rpn_box': rpn_box,
              'class': class_loss, 'box': box_loss, 'mask': mask_loss},
             updates)
@@ -273,7 +301,8 @@ class MaskRcnnTask:
       return most
     found = tf.reduce_max(tf.reduce_sum(tf.cast(class_targets > 0, tf.int32),
                                         axis=1))
-    return tf.clip_by_value(found, 1, most)
+    p = self._partitions  # A multiple of P: each member takes as many.
+    return tf.clip_by_value((found + p - 1) // p * p, p, most)
 
   def loss_share(self, model, batch):
     names = sorted(model.state)

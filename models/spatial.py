@@ -156,6 +156,27 @@ class SpatialPartitioning:
           f'({self.partitions}) or larger images.')
     return self.halo(x, pad_beg, after, pad_value)
 
+  def share(self, t):
+    """This member's share of [B, K, ...] t's K rows (K a multiple of P,
+    static or not): member q takes rows [q K / P, (q + 1) K / P). The
+    group's members hold the same t and each computes on its share: the
+    stage-2 RoI dimension sharded over the group, as Google's `use_spmd`
+    runs have XLA's partitioner do (models/maskrcnn_task.py)."""
+    if self.partitions == 1:
+      return t
+    _, _, position = self._context()
+    rows = t.shape[1]
+    if rows is None:
+      rows = tf.shape(t)[1]
+    elif rows % self.partitions:
+      raise ValueError(f'{rows} rows do not divide into SPATIAL_PARTITIONS '
+                       f'({self.partitions}) equal shares.')
+    dims = [d if d is not None else tf.shape(t)[i]
+            for i, d in enumerate(t.shape)]
+    parts = tf.reshape(t, [dims[0], self.partitions, rows // self.partitions,
+                           *dims[2:]])
+    return tf.gather(parts, position, axis=1)
+
   def group_sum(self, t):
     """t summed over the group (one all-reduce: every member receives the
     same sum)."""

@@ -84,3 +84,40 @@ def test_mask_loss_averages_over_foreground_pixels():
   got = losses.mask_loss(tf.constant(logits), tf.constant(targets),
                          tf.constant(classes))
   np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_shares_of_the_rois_add_up_to_the_whole_losses():
+  # RoI sharding: each member divides its share's sums by all the RoIs'
+  # counts, so the shares' losses add up to the whole's (and a share
+  # without foreground still counts).
+  rng = np.random.default_rng(3)
+  b, k, c = 2, 8, 5
+  logits = rng.normal(size=(b, k, c)).astype(np.float32)
+  box_out = rng.normal(size=(b, k, 4 * c)).astype(np.float32)
+  classes = np.array([[0, 3, 1, 0, 0, 0, 0, 0], [4, 0, 0, 2, 0, 0, 0, 0]])
+  targets = np.where(classes[..., None] > 0,
+                     rng.normal(size=(b, k, 4)), 0).astype(np.float32)
+  masks = rng.normal(size=(b, k, 4, 4)).astype(np.float32)
+  mask_targets = (rng.uniform(size=(b, k, 4, 4)) > 0.5).astype(np.float32)
+  whole_fast = losses.fast_rcnn_loss(logits, box_out, classes, targets)
+  whole_mask = losses.mask_loss(masks, mask_targets, classes)
+  fast, mask = np.zeros(3), 0.0
+  for part in (slice(0, 4), slice(4, 8)):  # The second has no foreground.
+    fast += [float(v) for v in losses.fast_rcnn_loss(
+        logits[:, part], box_out[:, part], classes[:, part],
+        targets[:, part], whole_class_targets=classes)]
+    mask += float(losses.mask_loss(masks[:, part], mask_targets[:, part],
+                                   classes[:, part],
+                                   whole_class_targets=classes))
+  np.testing.assert_allclose(fast, [float(v) for v in whole_fast], rtol=1e-5)
+  np.testing.assert_allclose(mask, float(whole_mask), rtol=1e-5)
+  # The first share holds half the RoIs and all the foreground: by its own
+  # counts its class loss would be twice its share, its box loss the same.
+  shared = losses.fast_rcnn_loss(logits[:, :4], box_out[:, :4],
+                                 classes[:, :4], targets[:, :4],
+                                 whole_class_targets=classes)
+  own = losses.fast_rcnn_loss(logits[:, :4], box_out[:, :4], classes[:, :4],
+                              targets[:, :4])
+  np.testing.assert_allclose([float(own[1]), float(own[2])],
+                             [2 * float(shared[1]), float(shared[2])],
+                             rtol=1e-6)

@@ -103,6 +103,39 @@ def test_bad_partition_counts_are_named():
            spatial_partitions=2)
 
 
+def test_each_member_of_a_group_takes_its_share_of_the_rows():
+  from models import spatial as spatial_lib
+  devices = [d.name for d in tf.config.list_logical_devices('CPU')]
+  strategy = strategies.mirrored(devices[:4])
+  group = spatial_lib.SpatialPartitioning(2)
+  t = tf.reshape(tf.range(2 * 6 * 3), [2, 6, 3])
+
+  def replica(rows):
+    # rows: a dynamic row count (the mask head's RoIs off a TPU).
+    dynamic = t[:, :rows]
+    assert group.share(t).shape.as_list() == [2, 3, 3]  # Static stays so.
+    assert group.share(dynamic).shape.as_list() == [2, None, 3]
+    return group.share(t), group.share(dynamic)
+
+  static, dynamic = strategy.run(
+      tf.function(replica, autograph=False,
+                  input_signature=[tf.TensorSpec([], tf.int32)]),
+      args=(tf.constant(4),))
+  static = strategy.experimental_local_results(static)
+  dynamic = strategy.experimental_local_results(dynamic)
+  # Replicas 0, 1 form one group and 2, 3 the other: position 0 takes the
+  # first half of the rows, position 1 the second, in both groups.
+  for replica_id in range(4):
+    half = replica_id % 2
+    np.testing.assert_array_equal(static[replica_id],
+                                  t[:, 3 * half:3 * half + 3])
+    np.testing.assert_array_equal(dynamic[replica_id],
+                                  t[:, 2 * half:2 * half + 2])
+  with pytest.raises(ValueError, match=r'5 rows do not divide into '
+                     r'SPATIAL_PARTITIONS \(2\) equal shares'):
+    strategy.run(lambda: group.share(t[:, :5]))
+
+
 def test_uneven_slices_pad_the_image_below_and_count_valid_rows():
   from models import spatial as spatial_lib
   # Google's SSD pod split: 300 rows over 8 cores, slices a multiple of 8
