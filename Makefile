@@ -68,10 +68,12 @@ tpu_venv: $(TPU_VENV)/.installed
 tpu_check: venv tpu_venv
 	TPU_VENV=$(TPU_VENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests/tpu_env
 
-data/quickstart/train-00000-of-00004: | $(VENV)/.core
+# The calibration folder is the last file written (older data folders lack
+# it: they are rebuilt).
+data/quickstart/calibration/validation-00000-of-00001: | $(VENV)/.core
 	$(PY) -m tools.build_quickstart_data --output_dir=data/quickstart
 
-data: data/quickstart/train-00000-of-00004
+data: data/quickstart/calibration/validation-00000-of-00001
 
 data/bert_quickstart/vocab.txt: | $(VENV)/.bert
 	$(PY) -m tools.build_bert_quickstart_data --output_dir=data/bert_quickstart
@@ -123,6 +125,24 @@ dlrm_data: data/dlrm_quickstart/metadata.json
 dlrm_quickstart: $(VENV)/.dlrm dlrm_data
 	$(PY) train.py --gin_file=gin/dlrm_quickstart.gin --model_dir=runs/dlrm_$$(date +%Y%m%d_%H%M%S)
 
+# MLPerf Inference v0.5's `mobilenet` on the digits: a MobileNet-v1 trained
+# to 95% top-1, exported, quantized to INT8 on the held-out calibration
+# digits, then every scenario, FP32 and INT8, with v0.5's settings in short
+# runs (a measurement, not a result; docs/inference.md).
+MOBILENET_LOADGEN ?= --min_duration_ms=1000 --min_query_count=200
+
+mobilenet_quickstart: $(VENV)/.inference data
+	D=runs/mobilenet_$$(date +%Y%m%d_%H%M%S) && \
+	$(PY) train.py --gin_file=gin/mobilenet_quickstart.gin --model_dir=$$D && \
+	$(PY) -m tools.export_savedmodel --gin_file=gin/mobilenet_quickstart.gin \
+	  --checkpoint_dir=$$D --export_dir=$$D/saved && \
+	$(PY) -m tools.quantize_tflite --gin_file=gin/mobilenet_quickstart.gin \
+	  --saved_model=$$D/saved --calibration_dataset=data/quickstart/calibration \
+	  --dataset=data/quickstart --output=$$D/int8.tflite && \
+	$(PY) -m inference.run --gin_file=gin/mobilenet_quickstart.gin \
+	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=data/quickstart \
+	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(MOBILENET_LOADGEN)
+
 quickstart: $(VENV)/.core data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
@@ -136,4 +156,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast

@@ -1,5 +1,7 @@
 """Backends: something that predicts a batch. LoadGen never sees them."""
 
+import threading
+
 import numpy as np
 import tensorflow as tf
 
@@ -47,6 +49,68 @@ class SavedModelBackend:
   def predict(self, inputs: dict) -> dict:
     outputs = self._fn(**{k: tf.constant(v) for k, v in inputs.items()})
     return {k: v.numpy() for k, v in outputs.items()}
+
+
+class TFLiteBackend:
+  """A TFLite model's `serving_default` signature (tools/quantize_tflite.py
+  writes one from an exported SavedModel) through the LiteRT interpreter
+  (ai-edge-litert, TensorFlow's successor to tf.lite.Interpreter).
+
+  An interpreter is not thread-safe: each worker thread has its own, and
+  one a batch size (resizing the input reallocates every tensor).
+  """
+
+  def __init__(self, path: str, threads: int = 0):
+    """Args:
+      path: the .tflite file.
+      threads: the interpreter's threads (0: LiteRT's default).
+    """
+    from ai_edge_litert import interpreter as litert  # Only this backend.
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f'No TFLite model at {path}; make one with '
+                              'tools/quantize_tflite.py.')
+    with tf.io.gfile.GFile(path, 'rb') as f:
+      self._content = f.read()
+    self._make = lambda: litert.Interpreter(
+        model_content=self._content, num_threads=threads or None)
+    probe = self._make()
+    signatures = probe.get_signature_list()
+    if 'serving_default' not in signatures:
+      raise ValueError(f'The TFLite model at {path} has no serving_default '
+                       f'signature (it has {sorted(signatures)}): convert '
+                       'it from an exported SavedModel with '
+                       'tools/quantize_tflite.py.')
+    runner = probe.get_signature_runner('serving_default')
+    self.input_specs = {k: (tuple(d['shape_signature'][1:]), d['dtype'])
+                        for k, d in runner.get_input_details().items()}
+    self.path = path
+    self._local = threading.local()
+
+  def check_inputs(self, inputs: dict) -> None:
+    """Fails naming the mismatch when the data does not fit the model."""
+    have = {k: tuple(v.shape[1:]) for k, v in inputs.items()}
+    want = {k: shape for k, (shape, _) in self.input_specs.items()}
+    if have != want:
+      raise ValueError(
+          f'The TFLite model at {self.path} takes {want} but the dataset '
+          f'gives {have} (name: shape without batch). Convert the model '
+          'exported with the gin files of this dataset.')
+
+  def _runner(self, batch: int):
+    runners = getattr(self._local, 'runners', None)
+    if runners is None:
+      runners = self._local.runners = {}
+    if batch not in runners:
+      interpreter = self._make()
+      runner = interpreter.get_signature_runner('serving_default')
+      runners[batch] = (interpreter, runner)  # The runner needs both alive.
+    return runners[batch][1]
+
+  def predict(self, inputs: dict) -> dict:
+    batch = len(next(iter(inputs.values())))
+    runner = self._runner(batch)
+    return runner(**{k: np.asarray(v, self.input_specs[k][1])
+                     for k, v in inputs.items()})
 
 
 class NoOpBackend:

@@ -3,7 +3,7 @@
   python -m inference.run --gin_file=gin/resnet_quickstart.gin \
       --saved_model=runs/resnet_savedmodel --dataset=data/quickstart \
       --scenario=Offline --mode=performance --output_dir=runs/loadgen \
-      [--user_conf=user.conf] [--min_duration_ms=10000]
+      [--user_conf=user.conf] [--min_duration_ms=10000] [--settings=v0.5]
 
 The gin files are the model's training files: they give the eval pipeline
 (the samples are preprocessed exactly as in-loop evaluation does) and the
@@ -11,10 +11,23 @@ quality metric. LoadGen's own logs (mlperf_log_summary.txt,
 mlperf_log_detail.txt, mlperf_log_accuracy.json) land in --output_dir; a short
 report is printed: VALID/INVALID with LoadGen's reasons, the metric, and in
 accuracy mode the model's quality computed from mlperf_log_accuracy.json.
+
+--settings=v0.5 runs with MLPerf Inference v0.5's settings of the model's
+benchmark (models/inference_v05.py: QSL size, bounds, percentiles, query
+counts, durations, seeds) instead of today's; there MultiStream is v0.5's
+metric, the most samples a query within the bound, emulated
+(inference/multistream.py).
+
+--tflite serves an INT8 (or float) TFLite model through the LiteRT
+interpreter. With --saved_model as well, accuracy mode runs both and gates
+the TFLite model's quality at the benchmark's fraction of the SavedModel's
+(v0.5: 98% for MobileNet, 99% for the others; today's rules: 99%): exit 1
+when it falls short.
 """
 
 import concurrent.futures
 import dataclasses
+import math
 import os
 import time
 
@@ -37,10 +50,14 @@ def define_flags():
   flags.DEFINE_string('model', '', 'Model name in user.conf lines (default: '
                       'the task\'s, e.g. resnet50 or bert).')
   flags.DEFINE_string('saved_model', '', 'tools/export_savedmodel.py output.')
+  flags.DEFINE_string('tflite', '', 'A tools/quantize_tflite.py model to serve '
+                      'instead; in accuracy mode with --saved_model too, its '
+                      'quality is gated against the SavedModel\'s (FP32).')
   flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
   flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
-  flags.DEFINE_enum('scenario', 'Offline', list(settings_lib.SCENARIOS),
-                    'LoadGen scenario.')
+  flags.DEFINE_enum('scenario', 'Offline', [*settings_lib.SCENARIOS, 'all'],
+                    'LoadGen scenario; all: every scenario and accuracy, '
+                    'FP32 and (with --tflite) INT8, as a table.')
   flags.DEFINE_enum('mode', 'performance', list(settings_lib.MODES), 'Mode.')
   flags.DEFINE_string('user_conf', '', 'user.conf (model.scenario.key = v).')
   flags.DEFINE_string('output_dir', None, 'Where LoadGen writes its logs.')
@@ -57,6 +74,9 @@ def define_flags():
   flags.DEFINE_float('target_latency_ms', None, 'Server latency bound (ms).')
   flags.DEFINE_bool('find_peak', False, 'Search the highest VALID Server QPS.')
   flags.DEFINE_enum('audit', None, ['TEST01', 'TEST04'], 'Audit test to run.')
+  flags.DEFINE_enum('settings', 'current', ['current', 'v0.5'],
+                    'The MLPerf Inference settings: LoadGen\'s current ones '
+                    '(the task\'s where LoadGen has none) or v0.5\'s.')
   flags.mark_flags_as_required(['dataset', 'output_dir'])
 
 
@@ -68,8 +88,11 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 from inference import accuracy
 from inference import audit as audit_lib
 from inference import backend as backends
+from inference import multistream
 from inference import sample_library
 from inference import sut as sut_lib
+from inference import table as table_lib
+from models import inference_v05
 
 # Each scenario's metric as mlperf_log_summary.txt words it.
 METRICS = {
@@ -173,7 +196,9 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
                   output_dir: str, model_name: str, user_conf: str = '',
                   count: int = 0, max_batch: int = 32,
                   batch_timeout_ms: float = 2.0, workers: int = 1,
-                  audit_config: str = '', **setting_values) -> Report:
+                  audit_config: str = '', defaults: dict | None = None,
+                  performance_samples: int = 0,
+                  **setting_values) -> Report:
   """One LoadGen run; returns its report.
 
   Args:
@@ -189,11 +214,17 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     batch_timeout_ms: how long a worker waits to fill a batch.
     workers: worker threads (not SingleStream).
     audit_config: an audit.config for TEST01/TEST04 ('' = none).
+    defaults: {scenario: TestSettings attributes} (default: the task's
+      `inference_settings`; models/inference_v05.py's for v0.5).
+    performance_samples: the QSL's performance samples (0: the task's).
     **setting_values: TestSettings attributes (min_duration_ms, ...).
   """
+  defaults = task.inference_settings if defaults is None else defaults
+  performance_samples = (performance_samples or
+                         task.inference_performance_samples)
   settings = settings_lib.make_settings(
       model=model_name, scenario=scenario, mode=mode, user_conf=user_conf,
-      defaults=task.inference_settings.get(scenario), **setting_values)
+      defaults=defaults.get(scenario), **setting_values)
   library = sample_library.EvalSampleLibrary(task=task, count=count)
   library.load([0])
   backend.check_inputs(library.get([0]))
@@ -227,7 +258,7 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
         batch_timeout_ms=batch_timeout_ms, workers=workers)
     sut = lg.ConstructSUT(impl.issue_queries, impl.flush_queries)
     qsl = lg.ConstructQSL(
-        library.total, min(library.total, task.inference_performance_samples),
+        library.total, min(library.total, performance_samples),
         library.load, library.unload)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = output_dir
@@ -266,7 +297,7 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     quality = task.inference_quality(responses, library.references())
   metric = METRICS[scenario]
   value = summary.get(metric)
-  rules_min = (task.inference_settings.get(scenario) or {}).get(
+  rules_min = (defaults.get(scenario) or {}).get(
       'min_duration_ms', settings_lib.RULES_MIN_DURATION_MS)
   return Report(scenario=scenario, mode=mode, valid=valid, reasons=reasons,
                 metric=metric, value=float(value) if value else None,
@@ -285,10 +316,84 @@ def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
   if not hasattr(task, 'inference_model'):
     raise ValueError(
         f'{type(task).__name__} ({task.mlperf_benchmark}) has no MLPerf '
-        'Inference benchmark: the harness serves resnet50, bert, '
+        'Inference benchmark: the harness serves resnet50, mobilenet, bert, '
         'ssd-resnet34, dlrm, gnmt and the Transformer (docs/inference.md). '
         'Export it with tools.export_savedmodel for your own serving.')
   return task
+
+
+# Today's closed-division accuracy: 99% of the reference model's.
+CURRENT_QUALITY_GATE = 0.99
+
+
+@dataclasses.dataclass
+class QualityGate:
+  """A served model's quality against the FP32 model's."""
+  quality: float
+  reference: float
+  gate: float
+
+  @property
+  def passed(self) -> bool:
+    return self.quality >= self.gate * self.reference
+
+  def __str__(self):
+    ratio = self.quality / self.reference if self.reference else 0.0
+    return (f'quality gate: {self.quality:.4f} is {ratio:.2%} of the FP32 '
+            f'SavedModel\'s {self.reference:.4f} (gate {self.gate:.0%}): '
+            f'{"PASSED" if self.passed else "FAILED"}')
+
+
+def emulate_v05_multistream(run, task, folder: str = '', count: int = 0,
+                            **extra) -> multistream.Emulation:
+  """v0.5's MultiStream metric: LoadGen runs of growing samples a query
+  (each in its own folder, multistream_N), the largest within the bound,
+  up to the QSL's performance samples (or `count`, the samples used)."""
+  bound_s, percentile = inference_v05.multistream_bound(task.inference_model)
+
+  def latency_at(n):
+    report = run('performance', os.path.join(folder, f'multistream_{n}'),
+                 scenario='MultiStream', multi_stream_samples_per_query=n,
+                 **extra)
+    print(report, flush=True)
+    if report.value is None:
+      raise RuntimeError(f'The MultiStream run of {n} samples a query '
+                         f'reported no {report.metric}: {report.summary}')
+    return report.value / 1e9
+
+  found = multistream.largest_within(
+      latency_at, bound_s=bound_s, percentile=percentile,
+      most=min(inference_v05.performance_samples(task.inference_model),
+               count or math.inf))
+  print(found, flush=True)
+  return found
+
+
+def results_table(run, task, backends_by_precision: dict, *, settings: str,
+                  server_qps: float, count: int = 0) -> str:
+  """inference/table.py's table of every scenario, each precision."""
+  v05 = settings == 'v0.5'
+
+  def emulated(precision):
+    def figure(backend):
+      found = emulate_v05_multistream(run, task, precision.lower(),
+                                      count=count, backend=backend)
+      return f'{found.samples_per_query} samples a query (emulated)'
+    return figure
+
+  rows = [table_lib.measure(run, precision=p, backend=b,
+                            server_qps=server_qps,
+                            multistream=emulated(p) if v05 else None)
+          for p, b in backends_by_precision.items()]
+  if len(rows) == 2:
+    gate = (inference_v05.quality_gate(task.inference_model) if v05
+            else CURRENT_QUALITY_GATE)
+    verdict = QualityGate(quality=rows[1].quality,
+                          reference=rows[0].quality, gate=gate)
+    rows[1].gate = (f'{verdict.quality / verdict.reference:.2%} of FP32, '
+                    f'gate {gate:.0%}: '
+                    f'{"passed" if verdict.passed else "FAILED"}')
+  return table_lib.markdown(task.inference_model, settings, rows)
 
 
 def main(argv):
@@ -300,9 +405,18 @@ def main(argv):
   task = load_task(gin_config.resolve_gin_files(f.gin_file,
                                                 f.gin_search_paths),
                    f.gin_param, f.dataset)
+  v05 = {}
+  if f.settings == 'v0.5':  # A model v0.5 lacks fails here, before work.
+    v05 = dict(defaults=inference_v05.settings(task.inference_model),
+               performance_samples=inference_v05.performance_samples(
+                   task.inference_model))
   task.data.check()
-  backend = (backends.NoOpBackend(task.inference_output[0]) if f.noop_backend
-             else backends.SavedModelBackend(f.saved_model))
+  if f.noop_backend:
+    backend = backends.NoOpBackend(task.inference_output[0])
+  elif f.tflite:
+    backend = backends.TFLiteBackend(f.tflite, threads=f.intra_op_threads)
+  else:
+    backend = backends.SavedModelBackend(f.saved_model)
   values = {
       'min_duration_ms': f.min_duration_ms,
       'min_query_count': f.min_query_count,
@@ -311,15 +425,16 @@ def main(argv):
       'server_target_latency_ns': (int(f.target_latency_ms * 1e6)
                                    if f.target_latency_ms else None),
   }
+  model_name = f.model or task.inference_model
   common = dict(task=task, backend=backend, scenario=f.scenario,
-                model_name=f.model or task.inference_model,
-                user_conf=f.user_conf, count=f.count, max_batch=f.max_batch,
-                batch_timeout_ms=f.batch_timeout_ms, workers=f.workers)
+                model_name=model_name, user_conf=f.user_conf, count=f.count,
+                max_batch=f.max_batch, batch_timeout_ms=f.batch_timeout_ms,
+                workers=f.workers, **v05)
 
   def run(mode, folder, **extra):
     return run_benchmark(mode=mode, output_dir=os.path.join(f.output_dir,
                                                             folder),
-                         **common, **{**values, **extra})
+                         **{**common, **values, **extra})
 
   if f.find_peak:
     if f.scenario != 'Server':
@@ -346,6 +461,31 @@ def main(argv):
           dtype=task.inference_output[1])
     else:
       verdict = audit_lib.verify_test04(audit=audited, reference=reference)
+    print(verdict)
+    return 0 if verdict.passed else 1
+  if f.scenario == 'all':
+    by_precision = {}
+    if f.saved_model:
+      by_precision['FP32'] = backends.SavedModelBackend(f.saved_model)
+    if f.tflite:
+      by_precision['INT8'] = backend
+    print(results_table(run, task, by_precision, settings=f.settings,
+                        server_qps=f.target_qps or 0.0, count=f.count))
+    return 0
+  if (f.settings == 'v0.5' and f.scenario == 'MultiStream' and
+      f.mode == 'performance'):
+    found = emulate_v05_multistream(run, task, count=f.count)
+    return 0 if found.samples_per_query else 1
+  if f.tflite and f.saved_model and f.mode == 'accuracy':
+    gate = (inference_v05.quality_gate(task.inference_model)
+            if f.settings == 'v0.5' else CURRENT_QUALITY_GATE)
+    reference = run('accuracy', 'reference_fp32',
+                    backend=backends.SavedModelBackend(f.saved_model))
+    print(reference)
+    report = run('accuracy', '')
+    print(report)
+    verdict = QualityGate(quality=report.quality,
+                          reference=reference.quality, gate=gate)
     print(verdict)
     return 0 if verdict.passed else 1
   report = run(f.mode, '')

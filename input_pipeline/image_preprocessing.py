@@ -25,6 +25,13 @@ def normalize(image: tf.Tensor) -> tf.Tensor:
   return (image - tf.constant(MEAN_RGB)) / tf.constant(STDDEV_RGB)
 
 
+def to_unit_range(image: tf.Tensor) -> tf.Tensor:
+  """Float32 image scaled to [-1, 1], (x / 255 - 0.5) x 2: TF-slim's
+  Inception preprocessing, MobileNet-v1's (MLPerf Inference v0.5's
+  reference harness, `pre_process_mobilenet`)."""
+  return (tf.cast(image, tf.float32) / 255.0 - 0.5) * 2.0
+
+
 RESIZE_METHODS = ('bilinear', 'bicubic')
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from input_pipeline import records
-from input_pipeline.image_preprocessing import normalize
+from input_pipeline import image_preprocessing
 from input_pipeline.imagenet import ImageNetInput
 from models.resnet import ResNet
 from training import losses
@@ -51,6 +51,9 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
     self.target_quality = target_accuracy
     self._bn_group_size = None
 
+  # [0, 255] pixels -> the network's input (on the device).
+  normalize = staticmethod(image_preprocessing.normalize)
+
   def build_model(self) -> ResNet:
     model = self._build_model()
     if model.num_classes != self.data.num_classes:
@@ -63,7 +66,8 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
   def loss_share(self, model, batch):
     """Label-smoothed cross-entropy as a share of the global batch mean
     (the TPU reference's loss), and the new batch-norm state."""
-    logits, state_updates = model(normalize(batch['image']), training=True)
+    logits, state_updates = model(self.normalize(batch['image']),
+                                  training=True)
     labels = tf.one_hot(batch['label'], model.num_classes)
     if self.label_smoothing:
       labels = (labels * (1.0 - self.label_smoothing) +
@@ -74,7 +78,7 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
   def eval_sums(self, model, batch) -> dict:
     """Masked counts summed over a replica's batch, and the masked
     cross-entropy (unsmoothed) summed."""
-    logits, _ = model(normalize(batch['image']), training=False)
+    logits, _ = model(self.normalize(batch['image']), training=False)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                batch['label']), tf.float32)
     loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -107,7 +111,7 @@ class ResNetTask(SumsOnly):  # Top-1 is a sum: no host metric.
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
     def serve(images):
-      logits, _ = model(normalize(images), training=False)
+      logits, _ = model(self.normalize(images), training=False)
       return {'logits': logits,
               'classes': tf.argmax(logits, -1, output_type=tf.int32)}
 

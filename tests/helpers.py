@@ -122,6 +122,17 @@ def run_inference(*args: str):
       env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
 
 
+def loadgen_effective_settings(report_dir: str) -> dict:
+  """The effective_* settings of a LoadGen run's mlperf_log_detail.txt."""
+  values = {}
+  with open(os.path.join(report_dir, 'mlperf_log_detail.txt')) as f:
+    for line in f:
+      match = re.search(r'"key": "effective_(\w+)", "value": ([^,]+),', line)
+      if match:
+        values[match.group(1)] = json.loads(match.group(2))
+  return values
+
+
 def run_checker(log_path: str, ruleset: str, cwd: str):
   return subprocess.run(
       [PYTHON, '-m', 'mlperf_logging.compliance_checker', '--usage',

@@ -3,7 +3,6 @@ MLPerf Inference v0.5's translation settings and tokenized BLEU."""
 
 import json
 import os
-import re
 
 import gin
 import numpy as np
@@ -83,17 +82,6 @@ def run(exported, tmp_path, scenario, mode='performance', **kw):
       model_name=exported['task'].inference_model, max_batch=8, **kw)
 
 
-def effective(report_dir):
-  """The effective_* settings of an mlperf_log_detail.txt."""
-  values = {}
-  with open(os.path.join(report_dir, 'mlperf_log_detail.txt')) as f:
-    for line in f:
-      match = re.search(r'"key": "effective_(\w+)", "value": ([^,]+),', line)
-      if match:
-        values[match.group(1)] = json.loads(match.group(2))
-  return values
-
-
 @pytest.mark.slow
 def test_single_stream_offline_and_server_with_v05_settings(gnmt_exported,
                                                             tmp_path):
@@ -116,7 +104,8 @@ def test_single_stream_offline_and_server_with_v05_settings(gnmt_exported,
   server = run(exported, tmp_path, 'Server', min_duration_ms=2000,
                min_query_count=8, server_target_qps=4)
   assert server.value > 0
-  settings = effective(str(tmp_path / 'Server_performance'))
+  settings = helpers.loadgen_effective_settings(
+      str(tmp_path / 'Server_performance'))
   assert settings['target_latency_ns'] == 250_000_000  # v0.5's GNMT bound.
   assert settings['target_latency_percentile'] == 0.97
   assert settings['qsl_rng_seed'] == 3133965575612453542  # r0.5's seed.
@@ -175,7 +164,8 @@ def test_v05_defaults_hold_under_a_user_conf_and_give_way_to_its_lines(
   """Reading a user.conf makes LoadGen apply its built-in mlperf.conf, whose
   `*` lines (p99, 600 s, today's seeds) would replace v0.5's GNMT values;
   the model's defaults stay, and only the user.conf's own lines move them."""
-  defaults = translation_task.V05_TRANSLATION_SETTINGS['Server']
+  defaults = translation_task.BleuTranslation.inference_settings[
+      'Server']
   conf = tmp_path / 'user.conf'
   conf.write_text('gnmt.Server.target_qps = 7\n')
   settings = settings_lib.make_settings(

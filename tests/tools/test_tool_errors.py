@@ -73,6 +73,20 @@ CASES = {
         lambda t: ['--gin_file=maskrcnn_quickstart.gin', '--noop_backend',
                    f'--dataset={t}', f'--output_dir={t}/out'],
         'error: MaskRcnnTask (maskrcnn) has no MLPerf Inference benchmark'),
+    'loadgen v0.5 settings of a model v0.5 lacks': (
+        'inference.run',
+        lambda t: ['--gin_file=bert_quickstart.gin', '--noop_backend',
+                   f'--dataset={t}', f'--output_dir={t}/out',
+                   '--settings=v0.5'],
+        "error: MLPerf Inference v0.5 has no benchmark 'bert'"),
+    'quantization calibration records missing': (
+        'tools.quantize_tflite',
+        lambda t: ['--gin_file=mobilenet_quickstart.gin',
+                   f'--saved_model={t}', f'--dataset={t}',
+                   f'--calibration_dataset={MISSING}',
+                   f'--output={t}/out/int8.tflite'],
+        'error: No calibration records match /nonexistent/input/'
+        'validation-*'),
     'gin file misspelt': (
         'tools.predict', lambda t: ['--gin_file=resnet_quickstar.gin'],
         "error: --gin_file=resnet_quickstar.gin: no such file in the working "

@@ -73,6 +73,16 @@ def test_resnet_quickstart_trains_under_the_tpu_build(quickstart_data,
   assert_trained(done, model_dir, 4)
 
 
+def test_mobilenet_quickstart_trains_under_the_tpu_build(quickstart_data,
+                                                         tmp_path):
+  model_dir = str(tmp_path / 'mobilenet')
+  bindings = without_model_dir(helpers.quick_bindings(quickstart_data,
+                                                      model_dir))
+  del bindings['DEPTH']  # A ResNet's.
+  done = train('mobilenet_quickstart.gin', model_dir, bindings)
+  assert_trained(done, model_dir, 4)
+
+
 def test_bert_quickstart_trains_under_the_tpu_build(sums_data, tmp_path):
   model_dir = str(tmp_path / 'bert')
   done = train('bert_quickstart.gin', model_dir, without_model_dir(

@@ -1,0 +1,81 @@
+"""Every scenario of one model, FP32 and INT8: the results table
+`inference.run --scenario=all` prints (docs/inference.md keeps them).
+
+Per precision (the SavedModel; the TFLite model when given): accuracy mode
+(the TFLite model gated against the SavedModel's quality), Offline,
+SingleStream, Server at a target QPS (given, or half the precision's
+Offline rate: a measurement of the latency tail at a load the system
+carries, not a peak search) and MultiStream (v0.5's metric emulated under
+--settings=v0.5, else LoadGen's percentile latency at its samples a query).
+"""
+
+import dataclasses
+from typing import Callable
+
+
+@dataclasses.dataclass
+class Row:
+  """One precision's figures; None where not run."""
+  precision: str
+  quality: float | None = None
+  gate: str = ''
+  offline: str = ''
+  single_stream: str = ''
+  server: str = ''
+  multi_stream: str = ''
+
+
+def _verdict(report) -> str:
+  return {True: 'VALID', False: 'INVALID', None: ''}[report.valid]
+
+
+def measure(run: Callable, *, precision: str, backend, server_qps: float,
+            multistream: Callable | None) -> Row:
+  """One precision's row.
+
+  Args:
+    run: (mode, folder, **extra) -> inference.run.Report.
+    precision: the row's label ('FP32', 'INT8').
+    backend: the precision's backend (passed to run).
+    server_qps: Server's target (0: half the Offline rate measured here).
+    multistream: backend -> (figure, valid) for v0.5's emulation; None for
+      LoadGen's own MultiStream.
+  """
+  folder = precision.lower()
+  row = Row(precision)
+  accuracy = run('accuracy', f'{folder}/accuracy', backend=backend,
+                 scenario='Offline')
+  row.quality = accuracy.quality
+  offline = run('performance', f'{folder}/offline', backend=backend,
+                scenario='Offline')
+  row.offline = f'{offline.value:.1f} samples/s ({_verdict(offline)})'
+  single = run('performance', f'{folder}/single_stream', backend=backend,
+               scenario='SingleStream')
+  row.single_stream = (f'p90 {single.value / 1e6:.2f} ms '
+                       f'({_verdict(single)})')
+  qps = server_qps or max(1.0, round(offline.value / 2, 1))
+  server = run('performance', f'{folder}/server', backend=backend,
+               scenario='Server', server_target_qps=qps)
+  row.server = (f'{qps:g} QPS: {server.value or 0:.1f} samples/s '
+                f'({_verdict(server)})')
+  if multistream is not None:
+    row.multi_stream = multistream(backend)
+  else:
+    ms = run('performance', f'{folder}/multi_stream', backend=backend,
+             scenario='MultiStream')
+    row.multi_stream = f'p99 {ms.value / 1e6:.2f} ms ({_verdict(ms)})'
+  return row
+
+
+def markdown(model: str, settings: str, rows: list[Row]) -> str:
+  """The table, one row a precision."""
+  lines = [f'{model}, {settings} settings:', '',
+           '| precision | accuracy | Offline | SingleStream | Server | '
+           'MultiStream |', '|---|---|---|---|---|---|']
+  for r in rows:
+    quality = f'{r.quality:.4f}' if r.quality is not None else ''
+    if r.gate:
+      quality += f' ({r.gate})'
+    lines.append(f'| {r.precision} | {quality} | {r.offline} | '
+                 f'{r.single_stream} | {r.server} | {r.multi_stream} |')
+  return '\n'.join(lines)

@@ -1,0 +1,162 @@
+"""Post-training quantization of an exported model to an INT8 TFLite model,
+the INT8 backend of the LoadGen harness (`inference.run --tflite=`).
+
+  python -m tools.quantize_tflite --gin_file=gin/mobilenet_quickstart.gin \
+      --saved_model=runs/mobilenet_saved \
+      --calibration_dataset=data/quickstart/calibration \
+      --dataset=data/quickstart --output=runs/mobilenet_int8.tflite
+
+TensorFlow's converter (`tf.lite.TFLiteConverter`) rewrites the SavedModel's
+`serving_default` with INT8 weights and activations (TFLITE_BUILTINS_INT8),
+the activations' ranges calibrated on `--calibration_count` samples of
+`--calibration_dataset`, preprocessed as the model's eval pipeline
+preprocesses (its eval files: for the quickstarts, a folder of training
+images `make data` writes; for ImageNet, MLPerf's calibration list of
+training images converted with tools/convert_image_folder.py). The inputs
+and outputs stay float, as the SavedModel's. MLPerf v0.5 allowed
+post-training quantization calibrated on its calibration sets and never on
+the accuracy set: the tool refuses calibration samples that are also
+samples of `--dataset`'s eval set (the accuracy set), by their preprocessed
+bytes.
+
+`--precision=float32` writes the same signature unquantized (the FP32
+TFLite baseline of the INT8 speed-up).
+"""
+
+import hashlib
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # Run as a script from anywhere.
+
+# pylint: disable=wrong-import-position
+from core import config as gin_config
+from core import entry_point
+from core import startup
+
+
+def define_flags():
+  flags.DEFINE_multi_string('gin_file', [], 'The model\'s training gin files.')
+  flags.DEFINE_list('gin_search_paths', [], gin_config.SEARCH_PATHS_HELP)
+  flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings.')
+  flags.DEFINE_string('saved_model', None, 'tools/export_savedmodel.py output.')
+  flags.DEFINE_string('calibration_dataset', None,
+                      'Folder whose eval-pattern TFRecords are the '
+                      'calibration samples.')
+  flags.DEFINE_string('dataset', None, 'The accuracy set\'s folder (its eval '
+                      'TFRecords): calibration must not overlap it.')
+  flags.DEFINE_integer('calibration_count', 500,
+                       'Calibration samples (MLPerf\'s lists hold 500).')
+  flags.DEFINE_enum('precision', 'int8', ['int8', 'float32'],
+                    'INT8 weights and activations, or float32.')
+  flags.DEFINE_string('output', None, 'Where to write the .tflite file.')
+  flags.mark_flags_as_required(['saved_model', 'dataset', 'output'])
+
+
+if __name__ == '__main__':
+  entry_point.parse_flags_early(define_flags)
+
+startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
+import gin
+import tensorflow as tf
+
+from inference import run as inference_run
+from inference import sample_library
+
+
+def first_samples(task, count: int) -> list[dict]:
+  """The first `count` eval samples of the task's data, one a dict of
+  model inputs with a batch of 1."""
+  library = sample_library.EvalSampleLibrary(task=task, count=count)
+  library.load(range(library.total))
+  return [library.get([i]) for i in range(library.total)]
+
+
+def _digest(inputs: dict) -> str:
+  h = hashlib.sha256()
+  for key in sorted(inputs):
+    h.update(key.encode())
+    h.update(inputs[key].tobytes())
+  return h.hexdigest()
+
+
+def check_held_out(calibration: list[dict], accuracy_task) -> None:
+  """Raises ValueError if a calibration sample is an accuracy-set one."""
+  seen = {_digest(s): i for i, s in enumerate(calibration)}
+  library = sample_library.EvalSampleLibrary(task=accuracy_task)
+  for start in range(0, library.total, 256):
+    ids = range(start, min(start + 256, library.total))
+    library.load(ids)
+    for i in ids:
+      found = seen.get(_digest(library.get([i])))
+      if found is not None:
+        raise ValueError(
+            f'Calibration sample {found} is accuracy-set sample {i}: '
+            'calibrate on held-out samples (training images), never on '
+            'the accuracy set.')
+    library.unload(ids)
+
+
+def convert(saved_model: str, calibration: list[dict], precision: str,
+            output: str) -> int:
+  """Writes the TFLite model (atomically); returns its bytes."""
+  if not tf.io.gfile.exists(saved_model):
+    raise FileNotFoundError(f'No SavedModel at {saved_model}; make one with '
+                            'tools/export_savedmodel.py.')
+  converter = tf.lite.TFLiteConverter.from_saved_model(
+      saved_model, signature_keys=['serving_default'])
+  if precision == 'int8':
+    if not calibration:
+      raise ValueError('INT8 needs calibration samples: give '
+                       '--calibration_dataset.')
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: iter(calibration)
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+  content = converter.convert()
+  partial = output + '.partial'
+  with tf.io.gfile.GFile(partial, 'wb') as f:
+    f.write(content)
+  tf.io.gfile.rename(partial, output, overwrite=True)
+  return len(content)
+
+
+def main(argv):
+  del argv
+  f = flags.FLAGS
+  gin_files = gin_config.resolve_gin_files(f.gin_file, f.gin_search_paths)
+  calibration = []
+  if f.precision == 'int8':
+    if not f.calibration_dataset:
+      raise ValueError('--precision=int8 needs --calibration_dataset (a '
+                       'folder of held-out samples, e.g. training images).')
+    if f.calibration_count < 1:
+      raise ValueError('--calibration_count must be >= 1, got '
+                       f'{f.calibration_count}.')
+    gin.clear_config()
+    cal_task = inference_run.load_task(gin_files, f.gin_param,
+                                       f.calibration_dataset)
+    if not tf.io.gfile.glob(cal_task.data.eval_files):
+      raise ValueError(f'No calibration records match '
+                       f'{cal_task.data.eval_files}: --calibration_dataset '
+                       'holds them in the eval files\' format (`make data` '
+                       'writes data/quickstart/calibration).')
+    calibration = first_samples(cal_task, f.calibration_count)
+    gin.clear_config()
+    accuracy_task = inference_run.load_task(gin_files, f.gin_param, f.dataset)
+    accuracy_task.data.check()
+    check_held_out(calibration, accuracy_task)
+  size = convert(f.saved_model, calibration, f.precision, f.output)
+  print(f'Wrote {f.output}: {f.precision}, {size / 1e6:.2f} MB'
+        + (f', calibrated on {len(calibration)} samples of '
+           f'{f.calibration_dataset}' if calibration else ''))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(entry_point.tool_main(main))
