@@ -17,7 +17,12 @@ side by side in one process (interleaved rounds, medians):
       p90, and the harness's per-query overhead with the no-op backend;
   (d) bfloat16 vs float32 export: Offline samples/s ratio, and accuracy-mode
       quality of each (the rules want bfloat16 >= 99% of float32).
---figures selects which of b, c, d to run besides (a), which always runs.
+  (e) INT8 (tools/quantize_tflite.py, calibrated on --calibration_dataset)
+      vs float32: Offline samples/s through LoadGen of the INT8 TFLite model,
+      the float32 TFLite model and the float32 SavedModel, interleaved; and
+      accuracy-mode quality of INT8 against the SavedModel's (v0.5: >= 98%
+      for MobileNet).
+--figures selects which of b, c, d, e to run besides (a), which always runs.
 --intra_op_threads applies to every figure (it is process-wide).
 """
 
@@ -38,6 +43,7 @@ from inference import backend as backends
 from inference import run as run_lib
 from inference import sample_library
 from tools import export_savedmodel
+from tools import quantize_tflite
 
 FLAGS = flags.FLAGS
 
@@ -163,7 +169,52 @@ def main(argv):
     kept = quality['bfloat16'] / max(quality['float32'], 1e-9)
     rows.append(('bfloat16', f'Offline {speed:.2f}x float32',
                  f'quality {kept:.3f} of float32', '(>= 0.99)'))
+  if 'e' in FLAGS.figures:
+    rows += int8_rows(task, exports['float32'], be['float32'], lg_run,
+                      rate, tmp)
   print(common.page_rows(rows))
+
+
+def int8_rows(task, saved, fp32_backend, lg_run, rate, tmp) -> list:
+  """Figure (e): INT8 TFLite against float32 TFLite and the SavedModel."""
+  gin.clear_config()
+  calibration = quantize_tflite.first_samples(run_lib.load_task(
+      FLAGS.gin_file, FLAGS.gin_param, FLAGS.calibration_dataset),
+      FLAGS.calibration_count)
+  gin.clear_config()
+  tflite = {}
+  for precision in ('int8', 'float32'):
+    tflite[precision] = os.path.join(tmp, f'{precision}.tflite')
+    quantize_tflite.convert(saved, calibration, precision, tflite[precision])
+  contenders = {'int8 tflite': backends.TFLiteBackend(tflite['int8']),
+                'f32 tflite': backends.TFLiteBackend(tflite['float32']),
+                'f32 savedmodel': fp32_backend}
+  rates = {k: [] for k in contenders}
+  for _ in range(FLAGS.rounds):
+    for name, backend in contenders.items():
+      rates[name].append(lg_run(backend, 'Offline',
+                                min_duration_ms=FLAGS.offline_duration_ms,
+                                offline_expected_qps=rate * 4).value)
+  med = {k: statistics.median(v) for k, v in rates.items()}
+  quality = {k: lg_run(contenders[k], 'Offline', mode='accuracy').quality
+             for k in ('int8 tflite', 'f32 savedmodel')}
+  kept = quality['int8 tflite'] / max(quality['f32 savedmodel'], 1e-9)
+  print(f'(e) INT8 TFLite Offline {med["int8 tflite"]:.0f} samples/s: '
+        f'{med["int8 tflite"] / med["f32 tflite"]:.2f}x float32 TFLite '
+        f'({med["f32 tflite"]:.0f}), '
+        f'{med["int8 tflite"] / med["f32 savedmodel"]:.2f}x the float32 '
+        f'SavedModel ({med["f32 savedmodel"]:.0f}); quality '
+        f'{quality["int8 tflite"]:.4f} = {kept:.4f} of float32 '
+        f'{quality["f32 savedmodel"]:.4f}', flush=True)
+  return [('INT8 (TFLite, LiteRT)',
+           f'Offline {med["int8 tflite"]:,.0f} samples/s',
+           f'float32 TFLite {med["f32 tflite"]:,.0f}, float32 SavedModel '
+           f'{med["f32 savedmodel"]:,.0f}',
+           f'**{med["int8 tflite"] / med["f32 tflite"]:.2f}x** and '
+           f'{med["int8 tflite"] / med["f32 savedmodel"]:.2f}x'),
+          ('INT8 quality', f'{quality["int8 tflite"]:.4f}',
+           f'float32 {quality["f32 savedmodel"]:.4f}',
+           f'{kept:.4f} (v0.5: >= 0.98 MobileNet, 0.99 others)')]
 
 
 if __name__ == '__main__':
@@ -180,7 +231,11 @@ if __name__ == '__main__':
                        'minimum duration.')
   flags.DEFINE_integer('server_max_batch', 0, 'Server batch cap (0: '
                        '--max_batch).')
-  flags.DEFINE_list('figures', ['a', 'b', 'c', 'd'], 'Figures to measure.')
+  flags.DEFINE_list('figures', ['a', 'b', 'c', 'd'], 'Figures to measure '
+                    '(e: INT8, needs --calibration_dataset).')
+  flags.DEFINE_string('calibration_dataset', 'data/quickstart/calibration',
+                      'Held-out calibration records for (e).')
+  flags.DEFINE_integer('calibration_count', 500, 'Calibration samples.')
   flags.DEFINE_float('server_latency_ms', 200, 'Server p99 bound (ms).')
   flags.DEFINE_integer('server_duration_ms', 60000, 'Each Server run\'s '
                        'minimum duration.')

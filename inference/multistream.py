@@ -19,7 +19,11 @@ emulation.
 """
 
 import dataclasses
+import math
+import os
 from typing import Callable
+
+from models import inference_v05
 
 LABEL = ("v0.5 MultiStream, emulated (LoadGen 6's back-to-back queries, "
          "inference/multistream.py)")
@@ -77,3 +81,36 @@ def largest_within(latency_at: Callable[[int], float], *, bound_s: float,
     n = min(2 * lo, most) if hi == most + 1 else (lo + hi) // 2
   return Emulation(samples_per_query=lo, bound_s=bound_s,
                    percentile=percentile, tried=tried)
+
+
+def emulate_v05(run, task, folder: str = '', count: int = 0,
+                **extra) -> Emulation:
+  """v0.5's MultiStream metric of the task's benchmark: LoadGen runs of
+  growing samples a query (each in its own folder, multistream_N), up to
+  the QSL's performance samples (or `count`, the samples used).
+
+  Args:
+    run: inference.run's (mode, folder, **extra) -> Report.
+    task: the model's task (its `inference_model` names the benchmark).
+    folder: under the run's output folder.
+    count: the samples the runs use (0: all).
+    **extra: passed to every run (a backend, say).
+  """
+  bound_s, percentile = inference_v05.multistream_bound(task.inference_model)
+
+  def latency_at(n):
+    report = run('performance', os.path.join(folder, f'multistream_{n}'),
+                 scenario='MultiStream', multi_stream_samples_per_query=n,
+                 **extra)
+    print(report, flush=True)
+    if report.value is None:
+      raise RuntimeError(f'The MultiStream run of {n} samples a query '
+                         f'reported no {report.metric}: {report.summary}')
+    return report.value / 1e9
+
+  found = largest_within(
+      latency_at, bound_s=bound_s, percentile=percentile,
+      most=min(inference_v05.performance_samples(task.inference_model),
+               count or math.inf))
+  print(found, flush=True)
+  return found

@@ -27,7 +27,6 @@ when it falls short.
 
 import concurrent.futures
 import dataclasses
-import math
 import os
 import time
 
@@ -322,80 +321,6 @@ def load_task(gin_files: list[str], gin_params: list[str], dataset: str):
   return task
 
 
-# Today's closed-division accuracy: 99% of the reference model's.
-CURRENT_QUALITY_GATE = 0.99
-
-
-@dataclasses.dataclass
-class QualityGate:
-  """A served model's quality against the FP32 model's."""
-  quality: float
-  reference: float
-  gate: float
-
-  @property
-  def passed(self) -> bool:
-    return self.quality >= self.gate * self.reference
-
-  def __str__(self):
-    ratio = self.quality / self.reference if self.reference else 0.0
-    return (f'quality gate: {self.quality:.4f} is {ratio:.2%} of the FP32 '
-            f'SavedModel\'s {self.reference:.4f} (gate {self.gate:.0%}): '
-            f'{"PASSED" if self.passed else "FAILED"}')
-
-
-def emulate_v05_multistream(run, task, folder: str = '', count: int = 0,
-                            **extra) -> multistream.Emulation:
-  """v0.5's MultiStream metric: LoadGen runs of growing samples a query
-  (each in its own folder, multistream_N), the largest within the bound,
-  up to the QSL's performance samples (or `count`, the samples used)."""
-  bound_s, percentile = inference_v05.multistream_bound(task.inference_model)
-
-  def latency_at(n):
-    report = run('performance', os.path.join(folder, f'multistream_{n}'),
-                 scenario='MultiStream', multi_stream_samples_per_query=n,
-                 **extra)
-    print(report, flush=True)
-    if report.value is None:
-      raise RuntimeError(f'The MultiStream run of {n} samples a query '
-                         f'reported no {report.metric}: {report.summary}')
-    return report.value / 1e9
-
-  found = multistream.largest_within(
-      latency_at, bound_s=bound_s, percentile=percentile,
-      most=min(inference_v05.performance_samples(task.inference_model),
-               count or math.inf))
-  print(found, flush=True)
-  return found
-
-
-def results_table(run, task, backends_by_precision: dict, *, settings: str,
-                  server_qps: float, count: int = 0) -> str:
-  """inference/table.py's table of every scenario, each precision."""
-  v05 = settings == 'v0.5'
-
-  def emulated(precision):
-    def figure(backend):
-      found = emulate_v05_multistream(run, task, precision.lower(),
-                                      count=count, backend=backend)
-      return f'{found.samples_per_query} samples a query (emulated)'
-    return figure
-
-  rows = [table_lib.measure(run, precision=p, backend=b,
-                            server_qps=server_qps,
-                            multistream=emulated(p) if v05 else None)
-          for p, b in backends_by_precision.items()]
-  if len(rows) == 2:
-    gate = (inference_v05.quality_gate(task.inference_model) if v05
-            else CURRENT_QUALITY_GATE)
-    verdict = QualityGate(quality=rows[1].quality,
-                          reference=rows[0].quality, gate=gate)
-    rows[1].gate = (f'{verdict.quality / verdict.reference:.2%} of FP32, '
-                    f'gate {gate:.0%}: '
-                    f'{"passed" if verdict.passed else "FAILED"}')
-  return table_lib.markdown(task.inference_model, settings, rows)
-
-
 def main(argv):
   del argv
   f = flags.FLAGS
@@ -469,23 +394,24 @@ def main(argv):
       by_precision['FP32'] = backends.SavedModelBackend(f.saved_model)
     if f.tflite:
       by_precision['INT8'] = backend
-    print(results_table(run, task, by_precision, settings=f.settings,
-                        server_qps=f.target_qps or 0.0, count=f.count))
+    print(table_lib.results_table(run, task, by_precision,
+                                  settings=f.settings,
+                                  server_qps=f.target_qps or 0.0,
+                                  count=f.count))
     return 0
   if (f.settings == 'v0.5' and f.scenario == 'MultiStream' and
       f.mode == 'performance'):
-    found = emulate_v05_multistream(run, task, count=f.count)
+    found = multistream.emulate_v05(run, task, count=f.count)
     return 0 if found.samples_per_query else 1
   if f.tflite and f.saved_model and f.mode == 'accuracy':
-    gate = (inference_v05.quality_gate(task.inference_model)
-            if f.settings == 'v0.5' else CURRENT_QUALITY_GATE)
+    gate = accuracy.quality_gate(task.inference_model, f.settings)
     reference = run('accuracy', 'reference_fp32',
                     backend=backends.SavedModelBackend(f.saved_model))
     print(reference)
     report = run('accuracy', '')
     print(report)
-    verdict = QualityGate(quality=report.quality,
-                          reference=reference.quality, gate=gate)
+    verdict = accuracy.QualityGate(quality=report.quality,
+                                   reference=reference.quality, gate=gate)
     print(verdict)
     return 0 if verdict.passed else 1
   report = run(f.mode, '')

@@ -12,6 +12,9 @@ carries, not a peak search) and MultiStream (v0.5's metric emulated under
 import dataclasses
 from typing import Callable
 
+from inference import accuracy
+from inference import multistream
+
 
 @dataclasses.dataclass
 class Row:
@@ -79,3 +82,28 @@ def markdown(model: str, settings: str, rows: list[Row]) -> str:
     lines.append(f'| {r.precision} | {quality} | {r.offline} | '
                  f'{r.single_stream} | {r.server} | {r.multi_stream} |')
   return '\n'.join(lines)
+
+
+def results_table(run, task, backends_by_precision: dict, *, settings: str,
+                  server_qps: float, count: int = 0) -> str:
+  """Every scenario of each precision ({'FP32': backend, 'INT8': backend});
+  the second gated against the first's quality."""
+  v05 = settings == 'v0.5'
+
+  def emulated(precision):
+    def figure(backend):
+      found = multistream.emulate_v05(run, task, precision.lower(),
+                                      count=count, backend=backend)
+      return f'{found.samples_per_query} samples a query (emulated)'
+    return figure
+
+  rows = [measure(run, precision=p, backend=b, server_qps=server_qps,
+                  multistream=emulated(p) if v05 else None)
+          for p, b in backends_by_precision.items()]
+  if len(rows) == 2:
+    verdict = accuracy.QualityGate(
+        quality=rows[1].quality, reference=rows[0].quality,
+        gate=accuracy.quality_gate(task.inference_model, settings))
+    rows[1].gate = (f'{verdict.ratio:.2%} of FP32, gate {verdict.gate:.0%}: '
+                    f'{"passed" if verdict.passed else "FAILED"}')
+  return markdown(task.inference_model, settings, rows)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from inference import backend as backends
+from inference import multistream
 from inference import run as run_lib
 from inference import sample_library
 from models import inference_v05
@@ -131,7 +132,7 @@ def test_v05_multistream_is_emulated_and_labelled(models, quickstart_data,
   # each probe is a LoadGen run.
   task, run = v05_run(models, quickstart_data, tmp_path, count=16,
                       min_duration_ms=200, min_query_count=100)
-  found = run_lib.emulate_v05_multistream(run, task, count=16)
+  found = multistream.emulate_v05(run, task, count=16)
   out = capsys.readouterr().out
   assert out.count('MultiStream performance:') == len(found.tried)
   assert (f'v0.5 MultiStream, emulated (LoadGen 6\'s back-to-back queries, '
