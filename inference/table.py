@@ -29,6 +29,7 @@ class Row:
 
 
 def _verdict(report) -> str:
+  print(report, flush=True)  # The run's reasons, beside the table's cell.
   return {True: 'VALID', False: 'INVALID', None: ''}[report.valid]
 
 
