@@ -34,7 +34,7 @@ def _verdict(report) -> str:
 
 
 def measure(run: Callable, *, precision: str, backend, server_qps: float,
-            multistream: Callable | None) -> Row:
+            multistream_figure: Callable | None) -> Row:
   """One precision's row.
 
   Args:
@@ -42,14 +42,14 @@ def measure(run: Callable, *, precision: str, backend, server_qps: float,
     precision: the row's label ('FP32', 'INT8').
     backend: the precision's backend (passed to run).
     server_qps: Server's target (0: half the Offline rate measured here).
-    multistream: backend -> (figure, valid) for v0.5's emulation; None for
+    multistream_figure: backend -> the cell of v0.5's emulation; None for
       LoadGen's own MultiStream.
   """
   folder = precision.lower()
   row = Row(precision)
-  accuracy = run('accuracy', f'{folder}/accuracy', backend=backend,
-                 scenario='Offline')
-  row.quality = accuracy.quality
+  scored = run('accuracy', f'{folder}/accuracy', backend=backend,
+               scenario='Offline')
+  row.quality = scored.quality
   offline = run('performance', f'{folder}/offline', backend=backend,
                 scenario='Offline')
   row.offline = f'{offline.value:.1f} samples/s ({_verdict(offline)})'
@@ -62,8 +62,8 @@ def measure(run: Callable, *, precision: str, backend, server_qps: float,
                scenario='Server', server_target_qps=qps)
   row.server = (f'{qps:g} QPS: {server.value or 0:.1f} samples/s '
                 f'({_verdict(server)})')
-  if multistream is not None:
-    row.multi_stream = multistream(backend)
+  if multistream_figure is not None:
+    row.multi_stream = multistream_figure(backend)
   else:
     ms = run('performance', f'{folder}/multi_stream', backend=backend,
              scenario='MultiStream')
@@ -99,7 +99,7 @@ def results_table(run, task, backends_by_precision: dict, *, settings: str,
     return figure
 
   rows = [measure(run, precision=p, backend=b, server_qps=server_qps,
-                  multistream=emulated(p) if v05 else None)
+                  multistream_figure=emulated(p) if v05 else None)
           for p, b in backends_by_precision.items()]
   if len(rows) == 2:
     verdict = accuracy.QualityGate(
