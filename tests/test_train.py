@@ -131,8 +131,14 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(quickstart_data,
   assert '"status": "aborted"' in run_stops[-1]
 
 
+def record_files(src: str) -> list[str]:
+  """The data folder's files (not the calibration folder `make data` writes
+  beside them)."""
+  return [f for f in os.listdir(src) if os.path.isfile(os.path.join(src, f))]
+
+
 def corrupt_copy(src: str, dst: str, split: str) -> str:
-  for f in os.listdir(src):
+  for f in record_files(src):
     with open(os.path.join(src, f), 'rb') as i, open(os.path.join(dst, f),
                                                      'wb') as o:
       o.write(i.read())
@@ -171,7 +177,7 @@ def test_undecodable_images_can_be_skipped_and_counted(quickstart_data,
 
 def copy_data(src: str, dst) -> None:
   dst.mkdir()
-  for f in os.listdir(src):
+  for f in record_files(src):
     with open(os.path.join(src, f), 'rb') as i:
       (dst / f).write_bytes(i.read())
 
