@@ -27,7 +27,7 @@ class _Task:
   eval_sum_names = ()
 
   def loss_share(self, model, batch):
-    logits, codes, updates = model(ssd_task.normalize(batch['image']),
+    logits, codes, updates = model(model.normalize(batch['image']),
                                    training=True)
     return losses.share_of_global_mean(ssd_task.detection_loss(
         logits, codes, batch['classes'], batch['boxes'],

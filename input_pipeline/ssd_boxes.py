@@ -30,6 +30,11 @@ class Geometry:
   the box scale (scales[i] and scales[i + 1] make the level's two square
   boxes) and the extra aspect ratios (each adds a wide and a tall box).
 
+  `reduce_lowest_layer` gives the first level the object-detection API's
+  three boxes instead (`reduce_boxes_in_lowest_layer`, SSD-MobileNet-v1's):
+  a square a tenth of the image and two of scales[0] at aspect ratios 2 and
+  1/2.
+
   The defaults are SSD300's (ssd_constants.py, after ssd.pytorch).
   """
   image_size: int = 300
@@ -37,6 +42,7 @@ class Geometry:
   steps: tuple = (8, 16, 32, 64, 100, 300)
   scales: tuple = (21, 45, 99, 153, 207, 261, 315)
   aspect_ratios: tuple = ((2,), (2, 3), (2, 3), (2, 3), (2,), (2,))
+  reduce_lowest_layer: bool = False
 
   def __post_init__(self):
     n = len(self.feature_sizes)
@@ -50,7 +56,8 @@ class Geometry:
   @property
   def boxes_per_cell(self) -> tuple:
     """Default boxes at each cell of each level (4, 6, 6, 6, 4, 4)."""
-    return tuple(2 + 2 * len(r) for r in self.aspect_ratios)
+    return tuple(len(box_sizes(self, level))
+                 for level in range(len(self.feature_sizes)))
 
   @property
   def num_boxes(self) -> int:
@@ -59,21 +66,31 @@ class Geometry:
                                          self.boxes_per_cell))
 
 
+def box_sizes(geometry: Geometry, level: int) -> list:
+  """A level's default boxes' (width, height), normalised, in order."""
+  sk1 = geometry.scales[level] / geometry.image_size
+  if level == 0 and geometry.reduce_lowest_layer:
+    pairs = [(0.1, 0.1)]
+    ratios = (2,)
+  else:
+    sk2 = geometry.scales[level + 1] / geometry.image_size
+    sk3 = math.sqrt(sk1 * sk2)
+    pairs = [(sk1, sk1), (sk3, sk3)]
+    ratios = geometry.aspect_ratios[level]
+  for alpha in ratios:
+    w, h = sk1 * math.sqrt(alpha), sk1 / math.sqrt(alpha)
+    pairs.append((w, h))
+    pairs.append((h, w))
+  return pairs
+
+
 def default_boxes(geometry: Geometry = Geometry()) -> np.ndarray:
   """[num_boxes, 4] float32 default boxes as [cy, cx, h, w], in Google's
   order: level, then box size, then cell row, then cell column."""
   fk = geometry.image_size / np.array(geometry.steps)
   boxes = []
   for idx, feature_size in enumerate(geometry.feature_sizes):
-    sk1 = geometry.scales[idx] / geometry.image_size
-    sk2 = geometry.scales[idx + 1] / geometry.image_size
-    sk3 = math.sqrt(sk1 * sk2)
-    sizes = [(sk1, sk1), (sk3, sk3)]
-    for alpha in geometry.aspect_ratios[idx]:
-      w, h = sk1 * math.sqrt(alpha), sk1 / math.sqrt(alpha)
-      sizes.append((w, h))
-      sizes.append((h, w))
-    for w, h in sizes:
+    for w, h in box_sizes(geometry, idx):
       for i, j in itertools.product(range(feature_size), repeat=2):
         cx, cy = (j + 0.5) / fk[idx], (i + 0.5) / fk[idx]
         boxes.append(tuple(np.clip(k, 0, 1) for k in (cy, cx, h, w)))

@@ -40,7 +40,7 @@ from models import maskrcnn_detections
 from models import maskrcnn_losses
 from models import proposals
 from models import roi_sampling
-from models import ssd as ssd_lib
+from models import backbone_checkpoint
 from training import losses
 
 BOX_AP_TARGET, MASK_AP_TARGET = 0.377, 0.339  # MLPerf v0.7.
@@ -160,9 +160,9 @@ class MaskRcnnTask:
         num_classes=self.data.num_classes,
         anchors_per_location=self.data.geometry.anchors.anchors_per_location)
     if self.backbone_checkpoint:
-      ssd_lib.load_backbone(model, self.backbone_checkpoint,
-                            depth_binding='models.maskrcnn.MaskRCNN.depth '
-                            '(DEPTH)')
+      backbone_checkpoint.load_resnet(
+          model, self.backbone_checkpoint,
+          depth_binding='models.maskrcnn.MaskRCNN.depth (DEPTH)')
     self._partitions = model.spatial.partitions
     self._collectives = self._partitions > 1 or (
         bool(model.state) and model.backbone.bn_sync.group_size != 1)

@@ -31,18 +31,10 @@ from models import ssd as ssd_lib
 from training import losses
 
 # ssd_constants.py.
-NORMALIZATION_MEAN = (0.485, 0.456, 0.406)
-NORMALIZATION_STD = (0.229, 0.224, 0.225)
 NEGS_PER_POSITIVE = 3
 MAX_NUM_EVAL_BOXES = 200
 MIN_SCORE = 0.05
 OVERLAP_CRITERIA = 0.5
-
-
-def normalize(image):
-  """[0, 1] images to the ImageNet mean and stddev (on the device)."""
-  return ((tf.cast(image, tf.float32) - tf.constant(NORMALIZATION_MEAN)) /
-          tf.constant(NORMALIZATION_STD))
 
 
 def detection_loss(class_logits, box_codes, classes, boxes, num_matched):
@@ -146,8 +138,10 @@ class SsdTask:
         come from the data.
       data: the input pipeline.
       target_map: COCO box mAP that ends the run (MLPerf: 0.23).
-      backbone_checkpoint: a ResNet-34 checkpoint to start the backbone
-        from ('' = random; MLPerf starts from an ImageNet-trained one).
+      backbone_checkpoint: a checkpoint of this suite to start the
+        pyramid's backbone from (a ResNet-34's, or a MobileNet-v1's for
+        SSD-MobileNet; '' = random; MLPerf starts from an ImageNet-trained
+        one).
       metric_processes: host processes of the COCO evaluation.
     """
     self._build_model = model
@@ -167,15 +161,15 @@ class SsdTask:
     model = self._build_model(num_classes=self.data.num_classes,
                               geometry=self.data.geometry)
     if self.backbone_checkpoint:
-      ssd_lib.load_backbone(model, self.backbone_checkpoint)
-    self._bn_group_size = model.backbone.bn_sync.group_size
+      model.load_backbone(self.backbone_checkpoint)
+    self._bn_group_size = model.features.bn_sync.group_size
     self._partitions = model.spatial.partitions
     self.spatial_row_multiple = model.spatial.row_multiple
     return model
 
   def loss_share(self, model, batch):
-    class_logits, box_codes, updates = model(normalize(batch['image']),
-                                             training=True)
+    class_logits, box_codes, updates = model(
+        model.normalize(batch['image']), training=True)
     per_image = detection_loss(class_logits, box_codes, batch['classes'],
                                batch['boxes'], batch['num_matched'])
     return losses.share_of_global_mean(per_image), updates
@@ -185,7 +179,7 @@ class SsdTask:
     return {'examples': tf.reduce_sum(batch['mask'])}
 
   def eval_outputs(self, model, batch) -> dict:
-    class_logits, box_codes, _ = model(normalize(batch['image']),
+    class_logits, box_codes, _ = model(model.normalize(batch['image']),
                                        training=False)
     boxes, scores, classes = detect(class_logits, box_codes, self._anchors)
     return {'image_id': batch['image_id'],
@@ -236,7 +230,8 @@ class SsdTask:
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
     def serve(images):
-      class_logits, box_codes, _ = model(normalize(images), training=False)
+      class_logits, box_codes, _ = model(model.normalize(images),
+                                         training=False)
       boxes, scores, classes = detect(class_logits, box_codes, anchors)
       rows = tf.concat([tf.zeros_like(scores)[..., None], boxes,
                         scores[..., None],

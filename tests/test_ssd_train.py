@@ -16,7 +16,7 @@ from tests import helpers
 
 # A ResNet-10 backbone: the quickstart's feature maps, a quarter of the
 # backbone's layers to trace for each replica.
-BACKBONE = {'models.ssd.SSD.backbone_depth': 10}
+BACKBONE = {'models.ssd_features.ResNetFeatures.depth': 10}
 
 
 def bindings(data_dir, model_dir, **overrides):

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from distribution import strategy as strategies
 from distribution import weight_update_sharding as wus
-from models import ssd
+from models import backbone_checkpoint
 from tests import regression_mlp
 from tests.regression_mlp import Mlp, OPTIMIZERS
 
@@ -164,7 +164,7 @@ def test_two_worker_processes_shard_updates_to_the_same_weights(
   for k in keys:
     np.testing.assert_array_equal(sharded[0][k], sharded[1][k], err_msg=k)
     moved = np.abs(plain[0][k] - early.get_tensor(
-        ssd.suite_checkpoint_key(k.replace('.', '/'), 'params'))).max()
+        backbone_checkpoint.suite_checkpoint_key(k.replace('.', '/'), 'params'))).max()
     assert moved > 0, k
     assert np.abs(sharded[0][k] - plain[0][k]).max() <= 0.01 * moved, k
   # Its checkpoints are in the unsharded layout: the plain run's reader

@@ -1,6 +1,8 @@
 """SSD300-ResNet34: the network, its backbone checkpoint, the loss and the
 on-device detections, against NumPy ports of Google's v0.7 code."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +10,7 @@ import tensorflow as tf
 from input_pipeline import ssd_boxes
 from models import resnet as resnet_lib
 from models import ssd as ssd_lib
+from models import ssd_features
 from models import ssd_task
 
 
@@ -20,7 +23,7 @@ def test_ssd300_predicts_every_default_box_from_six_maps():
   classes, boxes, updates = model(tf.zeros([2, 300, 300, 3]), training=True)
   assert classes.shape == (2, 8732, 5) and boxes.shape == (2, 8732, 4)
   assert updates  # The backbone's batch-norm statistics.
-  assert ssd_lib.feature_sizes(300) == (38, 19, 10, 5, 3, 1)
+  assert model.features.feature_sizes(300) == (38, 19, 10, 5, 3, 1)
   # The heads: kernel min(size, 3), default boxes x classes / x 4.
   assert model.params['ssd/class_net/class-8/kernel'].shape == (1, 1, 32, 20)
   assert model.params['ssd/box_net/box-3/kernel'].shape == (3, 3, 32, 16)
@@ -49,7 +52,7 @@ def saved_resnet34(tmp_path, width):
 def test_backbone_loads_from_a_resnet34_checkpoint_of_this_suite(tmp_path):
   resnet, path = saved_resnet34(tmp_path, 0.125)
   model = small_ssd()
-  loaded = ssd_lib.load_backbone(model, path)
+  loaded = model.load_backbone(path)
   assert loaded == len(model.backbone.params) + len(model.backbone.state)
   for name, var in {**model.backbone.params, **model.backbone.state}.items():
     source = {**resnet.params, **resnet.state}[name]
@@ -61,7 +64,7 @@ def test_backbone_loads_from_a_resnet34_checkpoint_of_this_suite(tmp_path):
 def assert_refused_before_any_assignment(model, path, match):
   before = model.params['resnet/stem/conv/kernel'].numpy()
   with pytest.raises(ValueError, match=match):
-    ssd_lib.load_backbone(model, path)
+    model.load_backbone(path)
   np.testing.assert_array_equal(model.params['resnet/stem/conv/kernel'],
                                 before)
 
@@ -73,7 +76,7 @@ def test_backbone_checkpoint_of_another_width_names_the_variable(tmp_path):
       model, path, r'resnet/\S+: shape \(.*\) in checkpoint .* but \(.*\) '
       r'in the model.*width')
   with pytest.raises(ValueError, match='No checkpoint.*BACKBONE_CHECKPOINT'):
-    ssd_lib.load_backbone(model, str(tmp_path / 'nothing'))
+    model.load_backbone(str(tmp_path / 'nothing'))
 
 
 def test_a_deeper_resnet_checkpoint_is_refused_by_a_shallower_backbone(
@@ -82,9 +85,10 @@ def test_a_deeper_resnet_checkpoint_is_refused_by_a_shallower_backbone(
   # blocks would load.
   _, path = saved_resnet34(tmp_path, 0.125)
   assert_refused_before_any_assignment(
-      small_ssd(backbone_depth=10), path,
+      small_ssd(features=functools.partial(ssd_features.ResNetFeatures,
+                                           depth=10)), path,
       r'holds model/(params|state)/resnet\.Sstage1\.Sblock1.*ResNet-10.*'
-      r'backbone_depth')
+      r'ResNetFeatures\.depth')
 
 
 def test_bfloat16_tracks_float32():

@@ -11,6 +11,8 @@ partitions run the whole backbone on slices (80, 40, 20, 10 rows), and
 below), 150, 75, 38 and 19 of them valid at each stride, as 300x300 over 8
 (slices of 40, 300 valid) in Google's pod runs."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -19,8 +21,11 @@ from distribution import strategy as strategies
 from input_pipeline import spatial as spatial_input
 from input_pipeline import ssd_boxes
 from models import ssd as ssd_lib
+from models import ssd_features
 from models import ssd_task
 from training import losses
+
+RESNET10 = functools.partial(ssd_features.ResNetFeatures, depth=10)
 
 
 def geometry(size):
@@ -55,7 +60,7 @@ def step(num_devices, partitions, batch, size):
   strategy = strategies.mirrored(devices[:num_devices])
   with strategy.scope():
     model = ssd_lib.SSD(num_classes=5, width_multiplier=0.125,
-                        backbone_depth=10, geometry=geometry(size),
+                        features=RESNET10, geometry=geometry(size),
                         bn_group_size=partitions,
                         spatial_partitions=partitions, seed=4)
   dataset_fn = data(batch, size)
@@ -68,7 +73,7 @@ def step(num_devices, partitions, batch, size):
   def replica(b):
     ctx = tf.distribute.get_replica_context()
     with tf.GradientTape() as tape:
-      logits, codes, _ = model(ssd_task.normalize(b['image']), training=True)
+      logits, codes, _ = model(model.normalize(b['image']), training=True)
       per_image = ssd_task.detection_loss(logits, codes, b['classes'],
                                           b['boxes'], b['num_matched'])
       share = losses.share_of_global_mean(per_image)

@@ -107,7 +107,7 @@ def test_ssd_quickstart_trains_under_the_tpu_build(ssd_data, tmp_path):
   done = train('ssd_quickstart.gin', model_dir, {
       'DATA_DIR': repr(ssd_data), 'NUM_TRAIN_EXAMPLES': 40,
       'GLOBAL_BATCH_SIZE': 8, 'EVAL_BATCH_SIZE': 8,
-      'models.ssd.SSD.backbone_depth': 10, **SHORT})
+      'models.ssd_features.ResNetFeatures.depth': 10, **SHORT})
   assert_trained(done, model_dir, 4)
 
 
