@@ -99,10 +99,10 @@ gnmt_data: data/gnmt_quickstart/metadata.json
 gnmt_quickstart: $(VENV)/.transformer gnmt_data
 	$(PY) train.py --gin_file=gin/gnmt_quickstart.gin --model_dir=runs/gnmt_$$(date +%Y%m%d_%H%M%S)
 
-data/ssd_quickstart/categories.json: | $(VENV)/.ssd
+data/ssd_quickstart/calibration/categories.json: | $(VENV)/.ssd
 	$(PY) -m tools.build_ssd_quickstart_data --output_dir=data/ssd_quickstart
 
-ssd_data: data/ssd_quickstart/categories.json
+ssd_data: data/ssd_quickstart/calibration/categories.json
 
 ssd_quickstart: $(VENV)/.ssd ssd_data
 	$(PY) train.py --gin_file=gin/ssd_quickstart.gin --model_dir=runs/ssd_$$(date +%Y%m%d_%H%M%S)
@@ -110,7 +110,7 @@ ssd_quickstart: $(VENV)/.ssd ssd_data
 # Mask R-CNN's digits: the SSD canvases with each digit's ink as its mask
 # in the records.
 data/maskrcnn_quickstart/categories.json: | $(VENV)/.ssd
-	$(PY) -m tools.build_ssd_quickstart_data --include_masks --output_dir=data/maskrcnn_quickstart
+	$(PY) -m tools.build_ssd_quickstart_data --include_masks --calibration_canvases=0 --output_dir=data/maskrcnn_quickstart
 
 maskrcnn_data: data/maskrcnn_quickstart/categories.json
 
@@ -143,6 +143,24 @@ mobilenet_quickstart: $(VENV)/.inference data
 	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=data/quickstart \
 	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(MOBILENET_LOADGEN)
 
+# MLPerf Inference v0.5's `ssd-mobilenet` on the digit canvases: an
+# SSD-MobileNet-v1 trained to its target mAP, exported, quantized to INT8 on
+# the held-out calibration canvases (training canvases), then every scenario,
+# FP32 and INT8, with v0.5's settings in short runs (docs/inference.md).
+SSD_MOBILENET_LOADGEN ?= --min_duration_ms=1000 --min_query_count=100
+
+ssd_mobilenet_quickstart: $(VENV)/.inference $(VENV)/.ssd ssd_data
+	D=runs/ssd_mobilenet_$$(date +%Y%m%d_%H%M%S) && \
+	$(PY) train.py --gin_file=gin/ssd_mobilenet_quickstart.gin --model_dir=$$D && \
+	$(PY) -m tools.export_savedmodel --gin_file=gin/ssd_mobilenet_quickstart.gin \
+	  --checkpoint_dir=$$D --export_dir=$$D/saved && \
+	$(PY) -m tools.quantize_tflite --gin_file=gin/ssd_mobilenet_quickstart.gin \
+	  --saved_model=$$D/saved --calibration_dataset=data/ssd_quickstart/calibration \
+	  --dataset=data/ssd_quickstart --output=$$D/int8.tflite && \
+	$(PY) -m inference.run --gin_file=gin/ssd_mobilenet_quickstart.gin \
+	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=data/ssd_quickstart \
+	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(SSD_MOBILENET_LOADGEN)
+
 quickstart: $(VENV)/.core data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
@@ -156,4 +174,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast

@@ -72,7 +72,8 @@ def define_flags():
   flags.DEFINE_float('target_qps', None, 'Server target QPS.')
   flags.DEFINE_float('target_latency_ms', None, 'Server latency bound (ms).')
   flags.DEFINE_bool('find_peak', False, 'Search the highest VALID Server QPS.')
-  flags.DEFINE_enum('audit', None, ['TEST01', 'TEST04'], 'Audit test to run.')
+  flags.DEFINE_enum('audit', None, ['TEST01', 'TEST04', 'TEST05'],
+                    'Audit test to run.')
   flags.DEFINE_enum('settings', 'current', ['current', 'v0.5'],
                     'The MLPerf Inference settings: LoadGen\'s current ones '
                     '(the task\'s where LoadGen has none) or v0.5\'s.')
@@ -392,18 +393,22 @@ def main(argv):
     return 0 if best else 1
   if f.audit:
     reference = run('performance', 'reference')
-    audited = run('performance', f.audit,
-                  audit_config=audit_lib.write_audit_config(
-                      f.audit, os.path.join(f.output_dir, f.audit)))
-    if f.audit == 'TEST01':
-      run('accuracy', 'accuracy')
-      verdict = audit_lib.verify_test01(
-          audit=audited, reference=reference,
-          accuracy_dir=os.path.join(f.output_dir, 'accuracy'),
-          audit_dir=os.path.join(f.output_dir, f.audit),
-          dtype=task.inference_output[1])
+    if f.audit == 'TEST05':  # Other seeds, set on the TestSettings.
+      audited = run('performance', f.audit, **audit_lib.TEST05_SETTINGS)
+      verdict = audit_lib.verify_test05(audit=audited, reference=reference)
     else:
-      verdict = audit_lib.verify_test04(audit=audited, reference=reference)
+      audited = run('performance', f.audit,
+                    audit_config=audit_lib.write_audit_config(
+                        f.audit, os.path.join(f.output_dir, f.audit)))
+      if f.audit == 'TEST01':
+        run('accuracy', 'accuracy')
+        verdict = audit_lib.verify_test01(
+            audit=audited, reference=reference,
+            accuracy_dir=os.path.join(f.output_dir, 'accuracy'),
+            audit_dir=os.path.join(f.output_dir, f.audit),
+            dtype=task.inference_output[1])
+      else:
+        verdict = audit_lib.verify_test04(audit=audited, reference=reference)
     print(verdict)
     return 0 if verdict.passed else 1
   if f.scenario == 'all':

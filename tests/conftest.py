@@ -209,12 +209,12 @@ def gnmt_data(tmp_path_factory):
 def ssd_data(tmp_path_factory):
   """A small SSD set (tools.build_ssd_quickstart_data through
   tools.convert_coco): 40 training canvases, the eval canvases of 40
-  held-out digits."""
+  held-out digits, 8 of the training canvases as INT8 calibration."""
   from tools import build_ssd_quickstart_data
 
   def build(out):
     build_ssd_quickstart_data.build(str(out), train_canvases=40,
-                                    eval_digits=40)
+                                    eval_digits=40, calibration_canvases=8)
   return built_once(tmp_path_factory, 'ssd_data', build)[0]
 
 

@@ -14,7 +14,9 @@ for 0-9). Training canvases use the digits of four in five of the digit
 images, eval canvases the rest (held out: every fifth digit image, each on
 at most one eval canvas). Output: `<output_dir>/coco/{train,val}/` (the
 images), `<output_dir>/coco/instances_{train,val}.json`, then the records
-`<output_dir>/{train,val}-*`, `val_annotations.json` and `categories.json`.
+`<output_dir>/{train,val}-*`, `val_annotations.json` and `categories.json`;
+the first 100 training canvases again under `<output_dir>/calibration/`
+(`--calibration_canvases`) for INT8 calibration.
 
 Why digits and not the tree crowns of the `deepforest` wheel: every box here
 is exact and there are ten classes, so per-class NMS and the mean over
@@ -147,18 +149,30 @@ def canvases(seed: int, train_canvases: int = TRAIN_CANVASES,
 
 def build(output_dir: str, seed: int = 0,
           train_canvases: int = TRAIN_CANVASES,
-          eval_digits: int | None = None, include_masks: bool = False) -> dict:
+          eval_digits: int | None = None, include_masks: bool = False,
+          calibration_canvases: int = 0) -> dict:
   """COCO files, then records (with each digit's mask if `include_masks`,
-  for Mask R-CNN), under `output_dir`; returns the counts."""
+  for Mask R-CNN), under `output_dir`; returns the counts.
+
+  `calibration_canvases`: the first that many training canvases also go to
+  `<output_dir>/calibration/` in the eval split's layout (val-*, its
+  annotations and categories): held-out samples to calibrate INT8 on
+  (tools/quantize_tflite.py), never the eval canvases.
+  """
   from tools import convert_coco  # pylint: disable=import-outside-toplevel
   train, evaluation = canvases(seed, train_canvases, eval_digits)
   done = {}
-  for split, items, shards in (('train', train, TRAIN_SHARDS),
-                               ('val', evaluation, EVAL_SHARDS)):
-    path = write_coco(output_dir, split, items)
-    done[split] = convert_coco.convert(
-        annotations=path, images=os.path.join(output_dir, 'coco', split),
-        output_dir=output_dir, split=split, num_shards=shards,
+  for name, folder, split, items, shards in (
+      ('train', output_dir, 'train', train, TRAIN_SHARDS),
+      ('val', output_dir, 'val', evaluation, EVAL_SHARDS),
+      ('calibration', os.path.join(output_dir, 'calibration'), 'val',
+       train[:calibration_canvases], 1)):
+    if not items:
+      continue
+    path = write_coco(folder, split, items)
+    done[name] = convert_coco.convert(
+        annotations=path, images=os.path.join(folder, 'coco', split),
+        output_dir=folder, split=split, num_shards=shards,
         include_masks=include_masks)
   return done
 
@@ -166,7 +180,8 @@ def build(output_dir: str, seed: int = 0,
 def main(argv):
   del argv
   done = build(FLAGS.output_dir, FLAGS.seed,
-               include_masks=FLAGS.include_masks)
+               include_masks=FLAGS.include_masks,
+               calibration_canvases=FLAGS.calibration_canvases)
   for split, result in done.items():
     print(f'{split}: {result.images} images, {result.boxes} boxes')
 
@@ -176,6 +191,9 @@ if __name__ == '__main__':
   flags.DEFINE_integer('seed', 0, 'Seed of the canvases.')
   flags.DEFINE_bool('include_masks', False,
                     'Also write each digit\'s ink as its mask (Mask R-CNN).')
+  flags.DEFINE_integer('calibration_canvases', 100,
+                       'Training canvases also written to '
+                       '<output_dir>/calibration (INT8 calibration).')
   FLAGS = flags.FLAGS
   entry_point.parse_flags_early(lambda: None)
   app.run(entry_point.tool_main(main))

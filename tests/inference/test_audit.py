@@ -1,4 +1,4 @@
-"""Audit verdicts (TEST01, TEST04) judged on recorded results.
+"""Audit verdicts (TEST01, TEST04, TEST05) judged on recorded results.
 
 The timing half of an audit cannot be judged reliably from sub-second runs
 on a shared machine; these tests pin the verdict logic on recorded figures,
@@ -52,3 +52,34 @@ def test_test01_needs_identical_responses_and_similar_speed(tmp_path):
   assert not verdict.passed and '1 differ' in str(verdict)
   assert not audit.verify_test01(audit=report(850), reference=report(1000),
                                  audit_dir=honest, **kw).passed
+
+
+def audit_report(value, scenario='Offline', valid=True, estimate=None):
+  summary = ({'* Early stopping 90th percentile estimate': str(estimate)}
+             if estimate else {})
+  return Report(scenario=scenario, mode='performance', valid=valid,
+                reasons=[], metric='', value=value, quality=None,
+                summary=summary, short_run=True)
+
+
+def test_test05_needs_both_runs_valid_and_within_5_percent():
+  passes = lambda got, ref, **kw: audit.verify_test05(
+      audit=audit_report(got, **kw), reference=audit_report(ref, **kw))
+  assert passes(960, 1000).passed and not passes(940, 1000).passed
+  assert passes(2000, 1000).passed  # Faster under other seeds is fine.
+  invalid = audit.verify_test05(audit=audit_report(1000, valid=False),
+                                reference=audit_report(1000))
+  assert not invalid.passed and 'other-seed run is INVALID' in str(invalid)
+  # Latency: lower is better; the early stopping estimate is the score, and
+  # under 0.2 ms (SingleStream) the threshold relaxes to 20%.
+  ss = dict(scenario='SingleStream')
+  slow = audit.verify_test05(
+      audit=audit_report(1e6, estimate=1.04e6, **ss),
+      reference=audit_report(1e6, estimate=1e6, **ss))
+  assert slow.passed and '1.040x' in str(slow)
+  assert not audit.verify_test05(
+      audit=audit_report(1e6, estimate=1.06e6, **ss),
+      reference=audit_report(1e6, estimate=1e6, **ss)).passed
+  assert audit.verify_test05(
+      audit=audit_report(1, estimate=1.9e5, **ss),
+      reference=audit_report(1, estimate=1.6e5, **ss)).passed

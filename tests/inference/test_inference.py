@@ -189,7 +189,7 @@ def test_offline_without_expected_qps_probes_and_is_valid(
   assert summary['Min duration satisfied'] == 'Yes'
 
 
-@pytest.mark.parametrize('test', ['TEST01', 'TEST04'])
+@pytest.mark.parametrize('test', ['TEST01', 'TEST04', 'TEST05'])
 def test_audits_run_end_to_end_on_an_honest_sut(exported, quickstart_data,
                                                tmp_path, test):
   # The verdicts' timing thresholds are pinned on recorded figures
@@ -204,8 +204,15 @@ def test_audits_run_end_to_end_on_an_honest_sut(exported, quickstart_data,
     assert (tmp_path / test / run_dir / 'mlperf_log_summary.txt').exists()
   if test == 'TEST01':
     assert ' 0 differ from accuracy mode' in done.stdout, done.stdout[-2000:]
-  else:
+  elif test == 'TEST04':
     assert 'same-sample run is' in done.stdout
+  else:  # The other seeds took effect in LoadGen itself.
+    assert 'other seeds: ' in done.stdout
+    seeds = {k: v for k, v in helpers.loadgen_effective_settings(
+        str(tmp_path / test / test)).items() if k.endswith('rng_seed')}
+    assert seeds['qsl_rng_seed'] == 313588358309856706
+    assert seeds['sample_index_rng_seed'] == 471397156132239067
+    assert seeds['schedule_rng_seed'] == 413914573387865862
 
 
 def test_a_failing_backend_ends_the_run_with_its_error_not_a_hang(

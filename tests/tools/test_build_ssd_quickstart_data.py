@@ -1,5 +1,6 @@
-"""tools/build_ssd_quickstart_data.py with --include_masks: each digit's
-mask is its ink, exactly, and agrees with its box and area."""
+"""tools/build_ssd_quickstart_data.py: with --include_masks each digit's
+mask is its ink, exactly, and agrees with its box and area; the INT8
+calibration canvases are training canvases."""
 
 import collections
 import io
@@ -42,3 +43,25 @@ def test_masks_are_the_ink_and_agree_with_boxes_and_areas(tmp_path):
         image_id = int(f['image/source_id'].bytes_list.value[0])
         assert [float(m.sum()) for m in masks] == areas[image_id]
   assert instances == done['train'].boxes + done['val'].boxes
+
+
+def test_calibration_canvases_are_training_canvases_in_the_eval_layout(
+    tmp_path):
+  done = build_data.build(str(tmp_path), train_canvases=4, eval_digits=6,
+                          calibration_canvases=2)
+  folder = tmp_path / 'calibration'
+  assert done['calibration'].images == 2
+  assert sorted(p.name for p in folder.glob('val-*')) == [
+      'val-00000-of-00001']
+  assert (folder / 'categories.json').read_text() == (
+      tmp_path / 'categories.json').read_text()
+
+  def jpegs(paths):
+    return [tf.train.Example.FromString(raw.numpy()).features.feature[
+        'image/encoded'].bytes_list.value[0]
+            for raw in tf.data.TFRecordDataset(paths)]
+  calibration = jpegs(done['calibration'].paths)
+  train = set(jpegs(done['train'].paths))
+  # The first training canvases, none of the eval ones.
+  assert set(calibration) <= train
+  assert not set(calibration) & set(jpegs(done['val'].paths))

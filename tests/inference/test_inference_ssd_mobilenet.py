@@ -1,0 +1,98 @@
+"""MLPerf Inference v0.5's `ssd-mobilenet` end to end: a briefly trained
+quickstart SSD-MobileNet-v1, exported with NMS in its serving signature,
+quantized to INT8 on held-out training canvases, and served by LoadGen in
+accuracy mode against the FP32 SavedModel at v0.5's 99% gate."""
+
+import os
+import re
+
+import gin
+import numpy as np
+import pytest
+
+from inference import backend as backends
+from inference import sample_library
+from tests import helpers
+from tools import export_savedmodel
+from tools import quantize_tflite
+
+# End-to-end (about 90 s alone: a run, an export, the converter, two
+# LoadGen accuracy runs): the one test of the SSD serving signature in INT8.
+pytestmark = pytest.mark.slow
+
+GIN = 'gin/ssd_mobilenet_quickstart.gin'
+
+
+@pytest.fixture(scope='module')
+def models(ssd_data, tmp_path_factory):
+  """(SavedModel dir, INT8 .tflite path) of a 6-step quickstart run."""
+  folder = tmp_path_factory.mktemp('ssd_mobilenet')
+  model_dir = str(folder / 'run')
+  helpers.run_gin([GIN], [f'{k} = {v}' for k, v in {
+      'DATA_DIR': repr(ssd_data), 'train.train.model_dir': repr(model_dir),
+      'NUM_TRAIN_EXAMPLES': 40, 'GLOBAL_BATCH_SIZE': 8, 'EVAL_BATCH_SIZE': 8,
+      'TRAIN_STEPS': 6, 'STEPS_PER_LOOP': 3, 'EVAL_EVERY_STEPS': 6,
+      'CHECKPOINT_EVERY_STEPS': 6, 'METRIC_PROCESSES': 0,
+      'DETERMINISTIC': True}.items()])
+  saved = str(folder / 'saved')
+  try:
+    export_savedmodel.export(
+        gin_files=[os.path.join(helpers.ROOT, GIN)],
+        gin_params=[f'DATA_DIR = {ssd_data!r}'],
+        checkpoint_dir=model_dir, export_dir=saved)
+  finally:
+    gin.clear_config()
+  int8 = str(folder / 'int8.tflite')
+  quantize_tflite.convert(saved, quantize_tflite.first_samples(
+      helpers.inference_task(GIN, os.path.join(ssd_data, 'calibration')), 8),
+                          'int8', int8)
+  return saved, int8
+
+
+def test_int8_detections_keep_the_serving_layout(models, ssd_data):
+  saved, int8 = models
+  from ai_edge_litert import interpreter as litert
+  details = litert.Interpreter(model_path=int8).get_tensor_details()
+  assert sum(d['dtype'] == np.int8 for d in details) > len(details) // 2
+  task = helpers.inference_task(GIN, ssd_data)
+  library = sample_library.EvalSampleLibrary(task=task, count=4)
+  library.load(range(4))
+  inputs = library.get(list(range(4)))
+  got = backends.TFLiteBackend(int8).predict(inputs)
+  want = backends.SavedModelBackend(saved).predict(inputs)
+  assert {k: v.shape for k, v in got.items()} == {
+      k: v.shape for k, v in want.items()}
+  # MLPerf's SSD rows: (0, ymin, xmin, ymax, xmax, score, label), best
+  # first; the NMS runs inside the converted model.
+  rows = got['detections'].reshape(4, -1, 7)
+  assert (rows[..., 0] == 0).all()
+  scores = rows[..., 5]
+  assert (np.diff(scores, axis=1) <= 1e-6).all() and (scores > 0).any()
+  labels = rows[..., 6][scores > 0]
+  assert ((labels >= 1) & (labels <= 10)).all()
+  # Eval canvases are not calibration samples.
+  with pytest.raises(ValueError, match='Calibration sample 0 is '
+                     'accuracy-set sample 0'):
+    quantize_tflite.check_held_out(quantize_tflite.first_samples(task, 2),
+                                   task)
+
+
+def test_accuracy_mode_gates_int8_at_v05s_99_percent_of_fp32(
+    models, ssd_data, tmp_path):
+  saved, int8 = models
+  done = helpers.run_inference(
+      f'--gin_file={GIN}', f'--saved_model={saved}', f'--tflite={int8}',
+      f'--dataset={ssd_data}', f'--output_dir={tmp_path}', '--mode=accuracy',
+      '--settings=v0.5', '--scenario=Offline')
+  out = done.stdout
+  gate = re.search(r'quality gate: ([\d.]+) is ([\d.]+)% of the FP32 '
+                   r'SavedModel\'s ([\d.]+) \(gate 99%\): (\w+)', out)
+  assert gate, out[-3000:] + done.stderr[-2000:]
+  int8_map, ratio, fp32_map, verdict = gate.groups()
+  if float(fp32_map) > 0:
+    assert float(int8_map) == pytest.approx(
+        float(ratio) / 100 * float(fp32_map), abs=2e-4)
+  assert verdict == ('PASSED' if float(int8_map) >= 0.99 * float(fp32_map)
+                     else 'FAILED')
+  assert done.returncode == (0 if verdict == 'PASSED' else 1)
+  assert (tmp_path / 'reference_fp32' / 'mlperf_log_accuracy.json').exists()
