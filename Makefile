@@ -168,8 +168,10 @@ quickstart: $(VENV)/.core data
 # TEST_WORKERS=auto uses every core, TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
+# --durations: CI's log lists the slowest tests (the suite's budget is
+# 15 minutes on 2 cores; docs/testing.md).
 test: venv
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=40 tests
 
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests

@@ -60,10 +60,12 @@ class TFLiteBackend:
   one a batch size (resizing the input reallocates every tensor).
   """
 
-  def __init__(self, path: str, threads: int = 0):
+  def __init__(self, path: str, threads: int = 0, postprocess=None):
     """Args:
       path: the .tflite file.
       threads: the interpreter's threads (0: LiteRT's default).
+      postprocess: the task's float post-processing, for a model converted
+        from the `network` signature (training.task.QuantizedServing).
     """
     from ai_edge_litert import interpreter as litert  # Only this backend.
     if not tf.io.gfile.exists(path):
@@ -75,12 +77,21 @@ class TFLiteBackend:
         model_content=self._content, num_threads=threads or None)
     probe = self._make()
     signatures = probe.get_signature_list()
-    if 'serving_default' not in signatures:
+    self._postprocess = None
+    if 'serving_default' in signatures:
+      self._signature = 'serving_default'
+    elif 'network' in signatures and postprocess is not None:
+      self._signature = 'network'
+      # One graph a batch shape, not an eager NMS loop per query.
+      self._postprocess = tf.function(postprocess, reduce_retracing=True)
+    else:
       raise ValueError(f'The TFLite model at {path} has no serving_default '
-                       f'signature (it has {sorted(signatures)}): convert '
-                       'it from an exported SavedModel with '
-                       'tools/quantize_tflite.py.')
-    runner = probe.get_signature_runner('serving_default')
+                       f'signature (it has {sorted(signatures)}'
+                       + (', and the task has no float post-processing for '
+                          'its `network`' if 'network' in signatures else '')
+                       + '): convert it from an exported SavedModel of this '
+                       'task with tools/quantize_tflite.py.')
+    runner = probe.get_signature_runner(self._signature)
     self.input_specs = {k: (tuple(d['shape_signature'][1:]), d['dtype'])
                         for k, d in runner.get_input_details().items()}
     self.path = path
@@ -102,15 +113,18 @@ class TFLiteBackend:
       runners = self._local.runners = {}
     if batch not in runners:
       interpreter = self._make()
-      runner = interpreter.get_signature_runner('serving_default')
+      runner = interpreter.get_signature_runner(self._signature)
       runners[batch] = (interpreter, runner)  # The runner needs both alive.
     return runners[batch][1]
 
   def predict(self, inputs: dict) -> dict:
     batch = len(next(iter(inputs.values())))
     runner = self._runner(batch)
-    return runner(**{k: np.asarray(v, self.input_specs[k][1])
-                     for k, v in inputs.items()})
+    outputs = runner(**{k: np.asarray(v, self.input_specs[k][1])
+                        for k, v in inputs.items()})
+    if self._postprocess is None:
+      return outputs
+    return {k: v.numpy() for k, v in self._postprocess(outputs).items()}
 
 
 class NoOpBackend:

@@ -358,7 +358,9 @@ def main(argv):
   if f.noop_backend:
     backend = backends.NoOpBackend(task.inference_output[0])
   elif f.tflite:
-    backend = backends.TFLiteBackend(f.tflite, threads=f.intra_op_threads)
+    backend = backends.TFLiteBackend(
+        f.tflite, threads=f.intra_op_threads,
+        postprocess=getattr(task, 'postprocess', None))
   else:
     backend = backends.SavedModelBackend(f.saved_model)
   values = {

@@ -72,8 +72,11 @@ def greedy_nms(boxes, valid, threshold: float):
   width = tf.maximum(0.0, tf.minimum(xmax[..., :, None], xmax[..., None, :]) -
                      tf.maximum(xmin[..., :, None], xmin[..., None, :]))
   inter = height * width
-  overlap = inter / (area[..., :, None] + area[..., None, :] - inter + 1e-8)
-  suppresses = overlap >= threshold  # [..., K (kept), K (candidate)]
+  union = area[..., :, None] + area[..., None, :] - inter
+  # IoU >= threshold without a division: an INT8 model (tools/
+  # quantize_tflite.py) quantizes a division too, and a union of
+  # zero-area boxes rounds to a zero divisor there.
+  suppresses = (inter >= threshold * union) & (inter > 0)  # [.., kept, cand.]
   count = boxes.shape[-2]
 
   def body(i, keep):
@@ -118,8 +121,8 @@ def pixel_xywh(boxes, raw_shape):
 
 
 class SsdTask:
-  """COCO detection with SSD300-ResNet34 and box mAP. Implements
-  training.task.Task."""
+  """COCO detection with an SSD and box mAP. Implements training.task.Task
+  and training.task.QuantizedServing."""
 
   mlperf_benchmark = 'ssd'
   spatial_feature = 'image'  # Split by SPATIAL_PARTITIONS.
@@ -223,23 +226,44 @@ class SsdTask:
     """Images ([0, 1] floats) -> detections: `detections` [b, D x 7] in
     MLPerf Inference's SSD layout (per detection: 0, ymin, xmin, ymax,
     xmax normalised, score, label 1..K), and the same as `boxes`, `scores`,
-    `classes`."""
+    `classes`. The network then `postprocess` (training.task.
+    QuantizedServing)."""
+    network = self.network_fn(model)
     size = self.data.geometry.image_size
-    anchors = self._anchors
 
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
     def serve(images):
-      class_logits, box_codes, _ = model(model.normalize(images),
-                                         training=False)
-      boxes, scores, classes = detect(class_logits, box_codes, anchors)
-      rows = tf.concat([tf.zeros_like(scores)[..., None], boxes,
-                        scores[..., None],
-                        tf.cast(classes, tf.float32)[..., None]], axis=-1)
-      return {'detections': tf.reshape(rows, [tf.shape(rows)[0], -1]),
-              'boxes': boxes, 'scores': scores, 'classes': classes}
+      return self.postprocess(network(images))
 
     return serve
+
+  def network_fn(self, model):
+    """Images -> the network's `class_logits` and `box_codes`: the part an
+    INT8 model quantizes."""
+    size = self.data.geometry.image_size
+
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None, size, size, 3], tf.float32, name='images')])
+    def network(images):
+      class_logits, box_codes, _ = model(model.normalize(images),
+                                         training=False)
+      return {'class_logits': class_logits, 'box_codes': box_codes}
+
+    return network
+
+  def postprocess(self, outputs: dict) -> dict:
+    """Softmax, box decoding and NMS (`detect`) in float, as the TF
+    object-detection API's INT8 SSDs keep TFLite_Detection_PostProcess in
+    float: quantized scores lost a third of the mAP here."""
+    boxes, scores, classes = detect(
+        tf.convert_to_tensor(outputs['class_logits'], tf.float32),
+        tf.convert_to_tensor(outputs['box_codes'], tf.float32), self._anchors)
+    rows = tf.concat([tf.zeros_like(scores)[..., None], boxes,
+                      scores[..., None],
+                      tf.cast(classes, tf.float32)[..., None]], axis=-1)
+    return {'detections': tf.reshape(rows, [tf.shape(rows)[0], -1]),
+            'boxes': boxes, 'scores': scores, 'classes': classes}
 
   # Inference (inference/): LoadGen's responses carry each sample's
   # detections as MLPerf Inference's SSD-ResNet34 lays them out.

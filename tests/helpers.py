@@ -104,6 +104,21 @@ def checkpoint_tensors(model_dir: str) -> dict:
           if not k.startswith(('_CHECKPOINTABLE', 'save_counter'))}
 
 
+def export(gin_file: str, data_dir: str, model_dir: str, export_dir: str,
+           params=()) -> str:
+  """tools.export_savedmodel of a run of a gin file of the repository;
+  gin cleared. Returns export_dir."""
+  from tools import export_savedmodel
+  try:
+    export_savedmodel.export(
+        gin_files=[os.path.join(ROOT, gin_file)],
+        gin_params=[f'DATA_DIR = {data_dir!r}', *params],
+        checkpoint_dir=model_dir, export_dir=export_dir)
+  finally:
+    gin.clear_config()
+  return export_dir
+
+
 def inference_task(gin_file: str, data_dir: str, params=()):
   """inference.run.load_task for a gin file of the repository; gin cleared."""
   from inference import run as run_lib

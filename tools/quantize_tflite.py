@@ -21,6 +21,12 @@ bytes.
 
 `--precision=float32` writes the same signature unquantized (the FP32
 TFLite baseline of the INT8 speed-up).
+
+A SavedModel with a `network` signature (SSD's: the network without its
+box decoding and NMS; training.task.QuantizedServing) has that signature
+converted instead: the harness's TFLite backend runs the task's float
+post-processing on its outputs, as the TF object-detection API's INT8 SSDs
+keep their post-processing in float.
 """
 
 import hashlib
@@ -67,6 +73,7 @@ import tensorflow as tf
 
 from inference import run as inference_run
 from inference import sample_library
+from training import export as export_lib
 
 
 def first_samples(task, count: int) -> list[dict]:
@@ -108,8 +115,14 @@ def convert(saved_model: str, calibration: list[dict], precision: str,
   if not tf.io.gfile.exists(saved_model):
     raise FileNotFoundError(f'No SavedModel at {saved_model}; make one with '
                             'tools/export_savedmodel.py.')
+  # A task with float post-processing (SSD's NMS) exports the part to
+  # quantize as its own signature (training.task.QuantizedServing).
+  signatures = tf.saved_model.load(saved_model).signatures
+  signature = (export_lib.NETWORK_SIGNATURE
+               if export_lib.NETWORK_SIGNATURE in signatures
+               else 'serving_default')
   converter = tf.lite.TFLiteConverter.from_saved_model(
-      saved_model, signature_keys=['serving_default'])
+      saved_model, signature_keys=[signature])
   if precision == 'int8':
     if not calibration:
       raise ValueError('INT8 needs calibration samples: give '

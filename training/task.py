@@ -254,6 +254,20 @@ class Task(Protocol):
     """The task's quality over LoadGen's responses."""
 
 
+class QuantizedServing(Protocol):
+  """Optional members of a task whose serving ends in float post-processing
+  that INT8 should not touch (SSD's box decoding and NMS): the export adds
+  `network_fn`'s signature (`network`), tools/quantize_tflite.py quantizes
+  that one, and the TFLite backend applies `postprocess` to its outputs,
+  so serving_fn(model)(x) == postprocess(network_fn(model)(x))."""
+
+  def network_fn(self, model):
+    """A tf.function from the serving inputs to the network's outputs."""
+
+  def postprocess(self, outputs: dict) -> dict:
+    """The serving outputs from `network_fn`'s (float, on the host)."""
+
+
 class SumsOnly:
   """The eval-output members of Task for a quality made of sums alone (no
   host metric): ResNet top-1, BERT masked-LM accuracy."""

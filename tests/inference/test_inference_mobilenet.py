@@ -7,7 +7,6 @@ MultiStream emulation."""
 import os
 import re
 
-import gin
 import numpy as np
 import pytest
 
@@ -17,7 +16,6 @@ from inference import run as run_lib
 from inference import sample_library
 from models import inference_v05
 from tests import helpers
-from tools import export_savedmodel
 from tools import quantize_tflite
 
 pytestmark = pytest.mark.slow  # End-to-end: a run, an export, LoadGen.
@@ -34,14 +32,7 @@ def models(quickstart_data, tmp_path_factory):
       quickstart_data, model_dir, TRAIN_STEPS=40, EVAL_EVERY_STEPS=40,
       STEPS_PER_LOOP=20, GLOBAL_BATCH_SIZE=32,
       **{'training.schedules.PolynomialWarmup.warmup_epochs': 0.2}))
-  saved = str(folder / 'saved')
-  try:
-    export_savedmodel.export(
-        gin_files=[os.path.join(helpers.ROOT, GIN)],
-        gin_params=[f'DATA_DIR = {quickstart_data!r}'],
-        checkpoint_dir=model_dir, export_dir=saved)
-  finally:
-    gin.clear_config()
+  saved = helpers.export(GIN, quickstart_data, model_dir, str(folder / 'saved'))
   int8 = str(folder / 'int8.tflite')
   quantize_tflite.convert(saved, calibration_samples(quickstart_data, 64),
                           'int8', int8)
