@@ -280,30 +280,10 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     return parse_summary(os.path.join(output_dir, 'mlperf_log_summary.txt'))
 
   summary = loadgen_run()
-  if probed and _unmet(summary) == ['Min duration satisfied']:
-    # The machine ran faster than the probe saw (a busy machine's load
-    # moved, say): size the query from the rate LoadGen itself measured.
-    rate = float(summary['Samples per second'])
-    settings.offline_expected_qps = rate * OFFLINE_QPS_MARGIN
-    print(f'Offline: the run answered {rate:.1f} samples/s, faster than the '
-          f'probe, and ended before min_duration; running again with '
-          f'expected QPS {settings.offline_expected_qps:.1f} (its logs '
-          'replace the first run\'s).', flush=True)
-    summary = loadgen_run()
-  expected = EXPECTED_LATENCY.get(scenario)
-  if (expected and mode == 'performance' and
-      'Min duration satisfied' in _unmet(summary) and
-      'Mean latency (ns)' in summary):
-    # LoadGen plans min_duration / expected latency queries: a system
-    # faster than expected (v0.5's SingleStream expects 10 ms) runs out of
-    # queries before min_duration. Size the queries from the latency
-    # LoadGen measured, halved to outlast it, as Offline's second run.
-    mean = float(summary['Mean latency (ns)'])
-    setattr(settings, expected, mean / 2)
-    print(f'{scenario}: queries answered in {mean / 1e6:.2f} ms on '
-          f'average, faster than expected, and the run ended before '
-          f'min_duration; running again expecting {mean / 2e6:.2f} ms '
-          '(its logs replace the first run\'s).', flush=True)
+  rerun = resize_short_run(summary, settings, scenario=scenario, mode=mode,
+                           probed=probed)
+  if rerun:
+    print(rerun, flush=True)
     summary = loadgen_run()
   valid = (summary.get('Result is') == 'VALID') if mode == 'performance' \
       else None
@@ -322,6 +302,42 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
                 quality=quality, summary=summary,
                 short_run=settings.min_duration_ms < rules_min,
                 rules_min_duration_ms=rules_min)
+
+
+def resize_short_run(summary: dict, settings, *, scenario: str, mode: str,
+                     probed: bool) -> str | None:
+  """When a performance run ended before min_duration because LoadGen
+  planned too little work, sizes the next run from what LoadGen itself
+  measured; returns what it did, or None when the run stands.
+
+  Offline sized by the harness's probe: the machine ran faster than the
+  probe saw (a busy machine's load moved, say): expected QPS = the rate
+  LoadGen measured x OFFLINE_QPS_MARGIN. SingleStream and MultiStream:
+  LoadGen plans min_duration / expected latency queries, so a system
+  faster than expected (v0.5's SingleStream expects 10 ms) runs out of
+  queries: expected latency = half the mean LoadGen measured.
+  """
+  unmet = _unmet(summary)
+  if mode != 'performance' or 'Min duration satisfied' not in unmet:
+    return None
+  if scenario == 'Offline':
+    if not probed or unmet != ['Min duration satisfied']:
+      return None
+    rate = float(summary['Samples per second'])
+    settings.offline_expected_qps = rate * OFFLINE_QPS_MARGIN
+    return (f'Offline: the run answered {rate:.1f} samples/s, faster than '
+            f'the probe, and ended before min_duration; running again with '
+            f'expected QPS {settings.offline_expected_qps:.1f} (its logs '
+            'replace the first run\'s).')
+  expected = EXPECTED_LATENCY.get(scenario)
+  if not expected or 'Mean latency (ns)' not in summary:
+    return None
+  mean = float(summary['Mean latency (ns)'])
+  setattr(settings, expected, mean / 2)
+  return (f'{scenario}: queries answered in {mean / 1e6:.2f} ms on '
+          f'average, faster than expected, and the run ended before '
+          f'min_duration; running again expecting {mean / 2e6:.2f} ms '
+          '(its logs replace the first run\'s).')
 
 
 def load_task(gin_files: list[str], gin_params: list[str], dataset: str):

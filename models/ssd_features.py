@@ -63,6 +63,8 @@ class FeaturePyramid(Protocol):
     spatial: its spatial partitioning (partitions 1 if it has none).
     out_channels: each map's channels.
     head_kernel: the heads' kernel size (at most each map's size).
+    head_seed: (seed, counter) where the heads' initialisation continues
+      the pyramid's stateless stream.
   """
 
   params: dict
@@ -72,6 +74,7 @@ class FeaturePyramid(Protocol):
   spatial: spatial_lib.SpatialPartitioning
   out_channels: tuple
   head_kernel: int
+  head_seed: tuple
 
   def feature_sizes(self, image_size: int) -> tuple:
     """The maps' sizes for a square image of `image_size` pixels."""
