@@ -10,14 +10,22 @@ C code) fails the `map` it was working on at once with HostPoolError naming
 its exit, and the next `map` starts fresh processes: concurrent.futures
 notices a dead worker, where multiprocessing.Pool replaces it and waits
 forever for the work it took.
+
+A worker whose owner dies without stopping it (SIGKILL after a preemption's
+grace, the OOM killer) exits within ORPHAN_POLL_SECONDS: it would otherwise
+wait on its queue for ever, holding its memory.
 """
 
 import atexit
 import concurrent.futures
 from concurrent.futures import process as futures_process
 import multiprocessing
+import os
 import threading
+import time
 from typing import Callable, Sequence
+
+ORPHAN_POLL_SECONDS = 1.0
 
 
 class HostPoolError(RuntimeError):
@@ -44,7 +52,8 @@ class HostPool:
     if self._executor is None:
       self._executor = concurrent.futures.ProcessPoolExecutor(
           self.processes, mp_context=multiprocessing.get_context('spawn'),
-          initializer=self._initializer, initargs=self._initargs)
+          initializer=_start_worker,
+          initargs=(os.getpid(), self._initializer, self._initargs))
       if not self._registered:
         _at_exit(self.close)
         self._registered = True
@@ -74,6 +83,21 @@ class HostPool:
 
   def __del__(self):
     self.close()
+
+
+def _start_worker(owner: int, initializer, initargs) -> None:
+  """In each worker: exit when the owner is gone, then the pool's own
+  initializer."""
+  threading.Thread(target=_exit_when_orphaned, args=(owner,),
+                   daemon=True).start()
+  if initializer is not None:
+    initializer(*initargs)
+
+
+def _exit_when_orphaned(owner: int) -> None:
+  while os.getppid() == owner:
+    time.sleep(ORPHAN_POLL_SECONDS)
+  os._exit(0)  # pylint: disable=protected-access
 
 
 def _at_exit(fn) -> None:

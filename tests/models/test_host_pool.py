@@ -121,3 +121,57 @@ def test_exit_does_not_wait_for_a_hung_metric_process(tmp_path):
     worker = int(f.read())
   with pytest.raises(ProcessLookupError):
     os.kill(worker, 0)
+
+
+OWNER_SCRIPT = '''
+import os, sys, threading, time
+from models import host_pool
+from tests.models import test_host_pool
+
+if __name__ == '__main__':
+  pool = host_pool.HostPool(2)
+  pool.map(test_host_pool.square, range(4))  # Both workers started.
+  threading.Thread(target=pool.map, daemon=True, args=(
+      test_host_pool.write_pid_then_sleep, [sys.argv[1]])).start()
+  time.sleep(600)
+'''
+
+
+@pytest.mark.slow
+def test_workers_exit_when_their_owner_is_killed(tmp_path):
+  # SIGKILL (a preemption's grace run out) runs no exit hook: the workers
+  # must notice on their own, not wait on their queue for ever.
+  pid_file = str(tmp_path / 'worker')
+  owner = subprocess.Popen([sys.executable, '-c', OWNER_SCRIPT, pid_file],
+                           cwd=helpers.ROOT,
+                           env=dict(os.environ, PYTHONPATH=helpers.ROOT))
+  try:
+    deadline = time.monotonic() + 120
+    while not os.path.exists(pid_file):
+      assert owner.poll() is None and time.monotonic() < deadline
+      time.sleep(0.05)
+    with open(pid_file) as f:
+      busy = int(f.read())
+    workers = [int(p) for p in subprocess.run(
+        ['pgrep', '-P', str(owner.pid)], capture_output=True,
+        text=True).stdout.split()]
+    assert busy in workers
+  finally:
+    owner.kill()
+    owner.wait()
+  # The idle worker and the busy one both go (reparented, they see it).
+  deadline = time.monotonic() + 120
+  alive = workers
+  while alive and time.monotonic() < deadline:
+    time.sleep(0.2)
+    alive = [w for w in workers if _running(w)]
+  assert not alive, f'workers {alive} outlived their killed owner'
+
+
+def _running(pid: int) -> bool:
+  """Alive and not a zombie (an orphan's zombie is init's to reap)."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().split(') ', 1)[1][0] != 'Z'
+  except FileNotFoundError:
+    return False
