@@ -137,6 +137,18 @@ def run_inference(*args: str):
       env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
 
 
+def quality_gate(done, percent: int) -> tuple[float, float, float, str]:
+  """(served quality, its % of FP32, FP32 quality, verdict) from the
+  quality-gate line inference.run prints in accuracy mode with --tflite
+  and --saved_model; fails showing the output when the line is missing."""
+  gate = re.search(r'quality gate: ([\d.]+) is ([\d.]+)% of the FP32 '
+                   rf'SavedModel\'s ([\d.]+) \(gate {percent}%\): (\w+)',
+                   done.stdout)
+  assert gate, done.stdout[-3000:] + done.stderr[-2000:]
+  quality, ratio, reference, verdict = gate.groups()
+  return float(quality), float(ratio), float(reference), verdict
+
+
 def loadgen_effective_settings(report_dir: str) -> dict:
   """The effective_* settings of a LoadGen run's mlperf_log_detail.txt."""
   values = {}

@@ -5,7 +5,6 @@ accuracy gate against the FP32 SavedModel, v0.5's settings and the
 MultiStream emulation."""
 
 import os
-import re
 
 import numpy as np
 import pytest
@@ -90,14 +89,9 @@ def test_accuracy_mode_gates_int8_at_v05s_98_percent_of_fp32(
     models, quickstart_data, tmp_path):
   done = cli(models, quickstart_data, tmp_path, '--mode=accuracy',
              '--settings=v0.5', '--scenario=Offline')
-  out = done.stdout
-  gate = re.search(r'quality gate: ([\d.]+) is ([\d.]+)% of the FP32 '
-                   r'SavedModel\'s ([\d.]+) \(gate 98%\): (\w+)', out)
-  assert gate, out[-3000:] + done.stderr[-2000:]
-  int8, ratio, fp32, verdict = gate.groups()
-  assert float(int8) == pytest.approx(float(ratio) / 100 * float(fp32),
-                                      abs=2e-4)
-  assert verdict == ('PASSED' if float(ratio) >= 98 else 'FAILED')
+  int8, ratio, fp32, verdict = helpers.quality_gate(done, 98)
+  assert int8 == pytest.approx(ratio / 100 * fp32, abs=2e-4)
+  assert verdict == ('PASSED' if ratio >= 98 else 'FAILED')
   assert done.returncode == (0 if verdict == 'PASSED' else 1)
   assert (tmp_path / 'reference_fp32' / 'mlperf_log_accuracy.json').exists()
 

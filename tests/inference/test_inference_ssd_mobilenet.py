@@ -4,7 +4,6 @@ quantized to INT8 on held-out training canvases, and served by LoadGen in
 accuracy mode against the FP32 SavedModel at v0.5's 99% gate."""
 
 import os
-import re
 
 import numpy as np
 import pytest
@@ -82,15 +81,9 @@ def test_accuracy_mode_gates_int8_at_v05s_99_percent_of_fp32(
       f'--gin_file={GIN}', f'--saved_model={saved}', f'--tflite={int8}',
       f'--dataset={ssd_data}', f'--output_dir={tmp_path}', '--mode=accuracy',
       '--settings=v0.5', '--scenario=Offline')
-  out = done.stdout
-  gate = re.search(r'quality gate: ([\d.]+) is ([\d.]+)% of the FP32 '
-                   r'SavedModel\'s ([\d.]+) \(gate 99%\): (\w+)', out)
-  assert gate, out[-3000:] + done.stderr[-2000:]
-  int8_map, ratio, fp32_map, verdict = gate.groups()
-  if float(fp32_map) > 0:
-    assert float(int8_map) == pytest.approx(
-        float(ratio) / 100 * float(fp32_map), abs=2e-4)
-  assert verdict == ('PASSED' if float(int8_map) >= 0.99 * float(fp32_map)
-                     else 'FAILED')
+  int8_map, ratio, fp32_map, verdict = helpers.quality_gate(done, 99)
+  if fp32_map > 0:
+    assert int8_map == pytest.approx(ratio / 100 * fp32_map, abs=2e-4)
+  assert verdict == ('PASSED' if int8_map >= 0.99 * fp32_map else 'FAILED')
   assert done.returncode == (0 if verdict == 'PASSED' else 1)
   assert (tmp_path / 'reference_fp32' / 'mlperf_log_accuracy.json').exists()
