@@ -140,6 +140,22 @@ class BatchNormSync:
     return n == 1 or self.group_size == 1
 
 
+def named_batch_norm(x, name: str, params, state, updates: dict, *,
+                     training: bool, **kwargs):
+  """batch_norm of the variables `{name}/gamma`, `{name}/beta` (in `params`)
+  and `{name}/moving_mean`, `{name}/moving_variance` (in `state`); in
+  training, the new moving statistics go into `updates` under the moving
+  variables' names. kwargs: batch_norm's (sync, momentum, epsilon, ...)."""
+  y, mean, var = batch_norm(
+      x, params[f'{name}/gamma'], params[f'{name}/beta'],
+      state[f'{name}/moving_mean'], state[f'{name}/moving_variance'],
+      training=training, **kwargs)
+  if training:
+    updates[f'{name}/moving_mean'] = mean
+    updates[f'{name}/moving_variance'] = var
+  return y
+
+
 def batch_norm(x, gamma, beta, moving_mean, moving_var, *, training: bool,
                sync: BatchNormSync, momentum: float, epsilon: float,
                mask=None, valid_fraction: float = 1.0):

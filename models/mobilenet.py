@@ -140,16 +140,10 @@ class MobileNetV1(tf.Module):
     updates, maps = {}, []
 
     def bn(x, name):
-      y, mean, var = layers.batch_norm(
-          x, self.params[f'{name}/gamma'], self.params[f'{name}/beta'],
-          self.state[f'{name}/moving_mean'],
-          self.state[f'{name}/moving_variance'], training=training,
+      return tf.nn.relu6(layers.named_batch_norm(
+          x, name, self.params, self.state, updates, training=training,
           sync=self.bn_sync, momentum=self.bn_momentum,
-          epsilon=self.bn_epsilon)
-      if training:
-        updates[f'{name}/moving_mean'] = mean
-        updates[f'{name}/moving_variance'] = var
-      return tf.nn.relu6(y)
+          epsilon=self.bn_epsilon))
 
     def kernel(name):
       return tf.cast(self.params[f'{name}/kernel'], self.dtype)

@@ -238,16 +238,11 @@ class ResNet(tf.Module):
 
     def bn(x, name, relu=True):
       mask = spatial.mask(x) if partitioned else None
-      y, mean, var = layers.batch_norm(
-          x, weights[f'{name}/gamma'], weights[f'{name}/beta'],
-          self.state[f'{name}/moving_mean'],
-          self.state[f'{name}/moving_variance'], training=batch_stats,
+      y = layers.named_batch_norm(
+          x, name, weights, self.state, updates, training=batch_stats,
           sync=self.bn_sync, momentum=self.bn_momentum,
           epsilon=self.bn_epsilon, mask=mask,
           valid_fraction=spatial.valid_fraction(x.shape[1]))
-      if batch_stats:
-        updates[f'{name}/moving_mean'] = mean
-        updates[f'{name}/moving_variance'] = var
       y = tf.nn.relu(y) if relu else y
       return y if mask is None else y * mask
 

@@ -308,16 +308,10 @@ class MobileNetFeatures(tf.Module):
       for name, stride in zip(names, (1, 2)):
         x = tf.nn.conv2d(x, tf.cast(self.params[f'{name}/kernel'],
                                     self.dtype), stride, 'SAME')
-        y, mean, var = layers.batch_norm(
-            x, self.params[f'{name}/bn/gamma'], self.params[f'{name}/bn/beta'],
-            self.state[f'{name}/bn/moving_mean'],
-            self.state[f'{name}/bn/moving_variance'], training=training,
-            sync=self.bn_sync, momentum=self.bn_momentum,
-            epsilon=self.bn_epsilon)
-        if training:
-          updates[f'{name}/bn/moving_mean'] = mean
-          updates[f'{name}/bn/moving_variance'] = var
-        x = tf.nn.relu6(y)
+        x = tf.nn.relu6(layers.named_batch_norm(
+            x, f'{name}/bn', self.params, self.state, updates,
+            training=training, sync=self.bn_sync, momentum=self.bn_momentum,
+            epsilon=self.bn_epsilon))
       maps.append(x)
     return maps, updates
 
