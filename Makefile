@@ -51,6 +51,21 @@ garden_venv: .venv-garden/.installed
 
 torch_venv: .venv-torch/.installed
 
+# MLCommons' v0.5 reference harness, for benchmarks/versus_mlcommons.py: its
+# own environment with LoadGen 0.5 built from REFERENCE_DIR's loadgen/ (a
+# checkout of mlcommons/inference at branch r0.5; r0.5's main.py calls
+# LoadGen 0.5's API, which today's mlcommons-loadgen no longer has). pybind11
+# comes from pip in place of the checkout's submodule.
+.venv-mlcommons/.installed: requirements-mlcommons.txt
+	python3 -m venv .venv-mlcommons
+	.venv-mlcommons/bin/pip install -q -r requirements-mlcommons.txt
+	touch $@
+
+mlcommons_venv: .venv-mlcommons/.installed
+	@test -f "$(REFERENCE_DIR)/loadgen/setup.py" || { echo "error: give REFERENCE_DIR=<a checkout of mlcommons/inference at branch r0.5>" >&2; exit 2; }
+	rm -rf .venv-mlcommons/loadgen-r0.5 && cp -r "$(REFERENCE_DIR)/loadgen" .venv-mlcommons/loadgen-r0.5
+	cd .venv-mlcommons/loadgen-r0.5 && CFLAGS="$$(../bin/python -m pybind11 --includes)" ../bin/pip install -q --no-build-isolation .
+
 # A TPU VM's environment, built as the launcher builds it on every worker
 # (tools/tpu_venv.py: tensorflow-tpu with its libtpu, every model's
 # packages, TensorFlow-coupled ones with --no-deps), then checked: libtpu
@@ -125,41 +140,36 @@ dlrm_data: data/dlrm_quickstart/metadata.json
 dlrm_quickstart: $(VENV)/.dlrm dlrm_data
 	$(PY) train.py --gin_file=gin/dlrm_quickstart.gin --model_dir=runs/dlrm_$$(date +%Y%m%d_%H%M%S)
 
-# MLPerf Inference v0.5's `mobilenet` on the digits: a MobileNet-v1 trained
-# to 95% top-1, exported, quantized to INT8 on the held-out calibration
-# digits, then every scenario, FP32 and INT8, with v0.5's settings in short
-# runs (a measurement, not a result; docs/inference.md).
+# MLPerf Inference v0.5's quickstarts: $(call v05_quickstart,NAME,DATA,FLAGS)
+# trains gin/NAME_quickstart.gin to its target, exports it, quantizes it to
+# INT8 on DATA/calibration (held out: never the accuracy set), then runs
+# every scenario, FP32 and INT8, with v0.5's settings in short runs (FLAGS:
+# a measurement, not a result; docs/inference.md).
+define v05_quickstart
+	D=runs/$(1)_$$(date +%Y%m%d_%H%M%S) && G=gin/$(1)_quickstart.gin && \
+	$(PY) train.py --gin_file=$$G --model_dir=$$D && \
+	$(PY) -m tools.export_savedmodel --gin_file=$$G \
+	  --checkpoint_dir=$$D --export_dir=$$D/saved && \
+	$(PY) -m tools.quantize_tflite --gin_file=$$G \
+	  --saved_model=$$D/saved --calibration_dataset=$(2)/calibration \
+	  --dataset=$(2) --output=$$D/int8.tflite && \
+	$(PY) -m inference.run --gin_file=$$G \
+	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=$(2) \
+	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(3)
+endef
+
+# `mobilenet`: a MobileNet-v1 trained to 95% top-1 on the digits.
 MOBILENET_LOADGEN ?= --min_duration_ms=1000 --min_query_count=200
 
 mobilenet_quickstart: $(VENV)/.inference data
-	D=runs/mobilenet_$$(date +%Y%m%d_%H%M%S) && \
-	$(PY) train.py --gin_file=gin/mobilenet_quickstart.gin --model_dir=$$D && \
-	$(PY) -m tools.export_savedmodel --gin_file=gin/mobilenet_quickstart.gin \
-	  --checkpoint_dir=$$D --export_dir=$$D/saved && \
-	$(PY) -m tools.quantize_tflite --gin_file=gin/mobilenet_quickstart.gin \
-	  --saved_model=$$D/saved --calibration_dataset=data/quickstart/calibration \
-	  --dataset=data/quickstart --output=$$D/int8.tflite && \
-	$(PY) -m inference.run --gin_file=gin/mobilenet_quickstart.gin \
-	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=data/quickstart \
-	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(MOBILENET_LOADGEN)
+	$(call v05_quickstart,mobilenet,data/quickstart,$(MOBILENET_LOADGEN))
 
-# MLPerf Inference v0.5's `ssd-mobilenet` on the digit canvases: an
-# SSD-MobileNet-v1 trained to its target mAP, exported, quantized to INT8 on
-# the held-out calibration canvases (training canvases), then every scenario,
-# FP32 and INT8, with v0.5's settings in short runs (docs/inference.md).
+# `ssd-mobilenet`: an SSD-MobileNet-v1 trained to its target mAP on the
+# digit canvases (calibration: training canvases).
 SSD_MOBILENET_LOADGEN ?= --min_duration_ms=1000 --min_query_count=100
 
 ssd_mobilenet_quickstart: $(VENV)/.inference $(VENV)/.ssd ssd_data
-	D=runs/ssd_mobilenet_$$(date +%Y%m%d_%H%M%S) && \
-	$(PY) train.py --gin_file=gin/ssd_mobilenet_quickstart.gin --model_dir=$$D && \
-	$(PY) -m tools.export_savedmodel --gin_file=gin/ssd_mobilenet_quickstart.gin \
-	  --checkpoint_dir=$$D --export_dir=$$D/saved && \
-	$(PY) -m tools.quantize_tflite --gin_file=gin/ssd_mobilenet_quickstart.gin \
-	  --saved_model=$$D/saved --calibration_dataset=data/ssd_quickstart/calibration \
-	  --dataset=data/ssd_quickstart --output=$$D/int8.tflite && \
-	$(PY) -m inference.run --gin_file=gin/ssd_mobilenet_quickstart.gin \
-	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=data/ssd_quickstart \
-	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(SSD_MOBILENET_LOADGEN)
+	$(call v05_quickstart,ssd_mobilenet,data/ssd_quickstart,$(SSD_MOBILENET_LOADGEN))
 
 quickstart: $(VENV)/.core data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
@@ -176,4 +186,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv mlcommons_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast

@@ -29,7 +29,6 @@ class Row:
 
 
 def _verdict(report) -> str:
-  print(report, flush=True)  # The run's reasons, beside the table's cell.
   return {True: 'VALID', False: 'INVALID', None: ''}[report.valid]
 
 
@@ -46,27 +45,28 @@ def measure(run: Callable, *, precision: str, backend, server_qps: float,
       LoadGen's own MultiStream.
   """
   folder = precision.lower()
+
+  def scenario(mode, name, **extra):
+    report = run(mode, f'{folder}/{name}', backend=backend, **extra)
+    print(report, flush=True)  # The run's reasons, beside the table's cell.
+    return report
+
   row = Row(precision)
-  scored = run('accuracy', f'{folder}/accuracy', backend=backend,
-               scenario='Offline')
-  row.quality = scored.quality
-  offline = run('performance', f'{folder}/offline', backend=backend,
-                scenario='Offline')
+  row.quality = scenario('accuracy', 'accuracy', scenario='Offline').quality
+  offline = scenario('performance', 'offline', scenario='Offline')
   row.offline = f'{offline.value:.1f} samples/s ({_verdict(offline)})'
-  single = run('performance', f'{folder}/single_stream', backend=backend,
-               scenario='SingleStream')
+  single = scenario('performance', 'single_stream', scenario='SingleStream')
   row.single_stream = (f'p90 {single.value / 1e6:.2f} ms '
                        f'({_verdict(single)})')
   qps = server_qps or max(1.0, round(offline.value / 2, 1))
-  server = run('performance', f'{folder}/server', backend=backend,
-               scenario='Server', server_target_qps=qps)
+  server = scenario('performance', 'server', scenario='Server',
+                    server_target_qps=qps)
   row.server = (f'{qps:g} QPS: {server.value or 0:.1f} samples/s '
                 f'({_verdict(server)})')
   if multistream_figure is not None:
     row.multi_stream = multistream_figure(backend)
   else:
-    ms = run('performance', f'{folder}/multi_stream', backend=backend,
-             scenario='MultiStream')
+    ms = scenario('performance', 'multi_stream', scenario='MultiStream')
     row.multi_stream = f'p99 {ms.value / 1e6:.2f} ms ({_verdict(ms)})'
   return row
 
