@@ -87,3 +87,19 @@ def test_accuracy_mode_gates_int8_at_v05s_99_percent_of_fp32(
   assert verdict == ('PASSED' if int8_map >= 0.99 * fp32_map else 'FAILED')
   assert done.returncode == (0 if verdict == 'PASSED' else 1)
   assert (tmp_path / 'reference_fp32' / 'mlperf_log_accuracy.json').exists()
+
+
+def test_cli_refuses_a_network_only_model_for_a_task_without_postprocess(
+    models, quickstart_data, tmp_path):
+  # The SSD's INT8 file (its `network` signature alone) served for the
+  # digits classifier, which has no float post-processing to finish it.
+  done = helpers.run_inference(
+      '--gin_file=gin/mobilenet_quickstart.gin', f'--tflite={models[1]}',
+      f'--dataset={quickstart_data}', f'--output_dir={tmp_path / "out"}',
+      '--mode=accuracy', '--scenario=Offline')
+  assert done.returncode == 2, done.stderr[-2000:]
+  errors = [l for l in done.stderr.splitlines() if l.startswith('error:')]
+  assert len(errors) == 1 and 'Traceback' not in done.stderr
+  assert 'no serving_default signature' in errors[0]
+  assert 'float post-processing for its `network`' in errors[0]
+  assert not (tmp_path / 'out').exists()  # Refused before any work.
