@@ -127,6 +127,60 @@ class TFLiteBackend:
     return {k: v.numpy() for k, v in self._postprocess(outputs).items()}
 
 
+# ONNX element types (onnxruntime's NodeArg.type) as NumPy dtypes.
+_ONNX_DTYPES = {'tensor(float)': np.float32, 'tensor(int32)': np.int32,
+                'tensor(int64)': np.int64}
+
+
+class OnnxBackend:
+  """An ONNX model (tools/export_onnx.py converts an exported SavedModel's
+  serving signature) through ONNX Runtime's CPU provider. One session
+  serves every worker thread (its `run` is thread-safe)."""
+
+  def __init__(self, path: str, threads: int = 0):
+    """Args:
+      path: the .onnx file.
+      threads: the session's intra-op threads (0: ONNX Runtime's default,
+        one per physical core).
+    """
+    import onnxruntime  # Only this backend.
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f'No ONNX model at {path}; make one with '
+                              'tools/export_onnx.py.')
+    options = onnxruntime.SessionOptions()
+    if threads:
+      options.intra_op_num_threads = threads
+    with tf.io.gfile.GFile(path, 'rb') as f:
+      self._session = onnxruntime.InferenceSession(
+          f.read(), options, providers=['CPUExecutionProvider'])
+    # Symbolic dimensions (the batch, and any tf2onnx left unknown) are
+    # names, not sizes: None here.
+    self.input_specs = {
+        i.name: (tuple(d if isinstance(d, int) else None
+                       for d in i.shape[1:]), _ONNX_DTYPES[i.type])
+        for i in self._session.get_inputs()}
+    self._outputs = [o.name for o in self._session.get_outputs()]
+    self.path = path
+
+  def check_inputs(self, inputs: dict) -> None:
+    """Fails naming the mismatch when the data does not fit the model."""
+    have = {k: tuple(v.shape[1:]) for k, v in inputs.items()}
+    want = {k: shape for k, (shape, _) in self.input_specs.items()}
+    if have.keys() != want.keys() or any(
+        len(have[k]) != len(want[k]) or
+        any(w is not None and w != h for w, h in zip(want[k], have[k]))
+        for k in want):
+      raise ValueError(
+          f'The ONNX model at {self.path} takes {want} but the dataset gives '
+          f'{have} (name: shape without batch). Convert the model exported '
+          'with the gin files of this dataset.')
+
+  def predict(self, inputs: dict) -> dict:
+    values = self._session.run(self._outputs, {
+        k: np.asarray(v, self.input_specs[k][1]) for k, v in inputs.items()})
+    return dict(zip(self._outputs, values))
+
+
 class NoOpBackend:
   """Answers zeros at once: measures the harness's own per-query cost."""
 

@@ -52,6 +52,8 @@ def define_flags():
   flags.DEFINE_string('tflite', '', 'A tools/quantize_tflite.py model to serve '
                       'instead; in accuracy mode with --saved_model too, its '
                       'quality is gated against the SavedModel\'s (FP32).')
+  flags.DEFINE_string('onnx', '', 'A tools/export_onnx.py model to serve '
+                      'instead, through ONNX Runtime (CPU).')
   flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
   flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
   flags.DEFINE_enum('scenario', 'Offline', [*settings_lib.SCENARIOS, 'all'],
@@ -371,8 +373,13 @@ def main(argv):
                performance_samples=inference_v05.performance_samples(
                    task.inference_model))
   task.data.check()
+  if f.onnx and (f.tflite or f.noop_backend):
+    raise ValueError('--onnx serves the model alone: give it without '
+                     '--tflite and --noop_backend.')
   if f.noop_backend:
     backend = backends.NoOpBackend(task.inference_output[0])
+  elif f.onnx:
+    backend = backends.OnnxBackend(f.onnx, threads=f.intra_op_threads)
   elif f.tflite:
     backend = backends.TFLiteBackend(
         f.tflite, threads=f.intra_op_threads,
@@ -433,6 +440,8 @@ def main(argv):
     by_precision = {}
     if f.saved_model:
       by_precision['FP32'] = backends.SavedModelBackend(f.saved_model)
+    if f.onnx:
+      by_precision['FP32-ONNX'] = backend
     if f.tflite:
       by_precision['INT8'] = backend
     print(table_lib.results_table(run, task, by_precision,

@@ -5,6 +5,7 @@ accuracy gate against the FP32 SavedModel, v0.5's settings and the
 MultiStream emulation."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -145,3 +146,50 @@ def test_v05_settings_reach_loadgen(models, quickstart_data, tmp_path):
   assert settings['target_latency_percentile'] == 0.99
   assert settings['sample_index_rng_seed'] == 665484352860916858
   assert settings['performance_sample_count'] == 360  # The 360 digits.
+
+
+@pytest.fixture(scope='module')
+def onnx_model(models, tmp_path_factory):
+  from tools import export_onnx
+  path = str(tmp_path_factory.mktemp('onnx') / 'model.onnx')
+  export_onnx.convert(models[0], path)
+  return path
+
+
+def test_onnx_backend_answers_as_the_savedmodel(models, onnx_model,
+                                                quickstart_data):
+  task = helpers.inference_task(GIN, quickstart_data)
+  onnx = backends.OnnxBackend(onnx_model)
+  assert onnx.input_specs == {'images': ((32, 32, 3), np.float32)}
+  library = sample_library.EvalSampleLibrary(task=task, count=48)
+  library.load(range(48))
+  inputs = library.get(list(range(48)))
+  onnx.check_inputs(inputs)
+  got = onnx.predict(inputs)
+  want = backends.SavedModelBackend(models[0]).predict(inputs)
+  assert got.keys() == want.keys() == {'logits', 'classes'}
+  np.testing.assert_allclose(got['logits'], want['logits'], rtol=1e-4,
+                             atol=1e-4 * np.abs(want['logits']).max())
+  assert got['classes'].dtype == np.int32
+  assert (got['classes'] == want['classes']).mean() >= 47 / 48
+  with pytest.raises(ValueError, match=r'ONNX model .* takes .* but the '
+                     'dataset gives'):
+    onnx.check_inputs({'images': np.zeros([1, 16, 16, 3], np.float32)})
+
+
+def test_cli_serves_the_onnx_model(onnx_model, quickstart_data, tmp_path):
+  done = helpers.run_inference(
+      f'--gin_file={GIN}', f'--onnx={onnx_model}', f'--dataset={quickstart_data}',
+      f'--output_dir={tmp_path}', '--mode=accuracy', '--scenario=Offline')
+  assert done.returncode == 0, done.stderr[-3000:]
+  served = float(re.search(r'quality from mlperf_log_accuracy.json: '
+                           r'([\d.]+)', done.stdout).group(1))
+  # The accuracy of the ONNX model's own answers, computed here.
+  task = helpers.inference_task(GIN, quickstart_data)
+  library = sample_library.EvalSampleLibrary(task=task)
+  library.load(range(library.total))
+  classes = backends.OnnxBackend(onnx_model).predict(
+      library.get(list(range(library.total))))['classes']
+  assert served == pytest.approx(task.inference_quality(
+      {i: [c] for i, c in enumerate(classes)}, library.references()),
+      abs=1e-4)

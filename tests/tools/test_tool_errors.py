@@ -87,6 +87,11 @@ CASES = {
                    f'--output={t}/out/int8.tflite'],
         'error: No calibration records match /nonexistent/input/'
         'validation-*'),
+    'onnx export of a missing SavedModel': (
+        'tools.export_onnx',
+        lambda t: [f'--saved_model={MISSING}', f'--output={t}/out/m.onnx'],
+        f'error: No SavedModel at {MISSING}; make one with '
+        'tools/export_savedmodel.py.'),
     'gin file misspelt': (
         'tools.predict', lambda t: ['--gin_file=resnet_quickstar.gin'],
         "error: --gin_file=resnet_quickstar.gin: no such file in the working "
