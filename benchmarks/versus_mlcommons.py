@@ -13,22 +13,26 @@ branch r0.5, unchanged, with LoadGen 0.5 built from that checkout's
 r0.5's TensorFlow backend needs TensorFlow 1's `tf.Session`, which no
 TensorFlow for this Python has; its onnxruntime backend is the one that runs.
 
-One model on both sides: a full-size MobileNet-v1 (224x224, width 1.0, 1001
+One model on every side: a full-size MobileNet-v1 (224x224, width 1.0, 1001
 classes, float32, random weights: Offline throughput does not depend on
 them) exported by tools/export_savedmodel's code; tf2onnx (in the peer's
 venv, as a user would) converts that SavedModel for the peer, inputs made
-NCHW as the profile feeds them. One set of images on both sides: `--images`
+NCHW as the profile feeds them. Ours serves it twice: converted by
+tools/export_onnx.py through ONNX Runtime (`--onnx`: the same runtime as
+the peer's, so the ratio is the harnesses'), and as the SavedModel
+(TensorFlow). One set of images on every side: `--images`
 JPEGs cut from scikit-learn's two sample photographs, as the peer reads them
 (a folder and val_map.txt) and as ours does (TFRecords by
 tools/convert_image_folder). Each harness preprocesses its samples when
 LoadGen loads them, outside the timed run.
 
-Each round runs both harnesses' Offline performance mode as separate
+Each round runs the three in Offline performance mode as separate
 processes, one after the other, with the same duration (`--seconds`) and the
-same expected QPS (the first round's probe: ours); the figure is LoadGen's
-own `Samples per second` from each run's mlperf_log_summary.txt. Each side
-keeps its own defaults otherwise (the peer: --threads = cores, batches of
-32; ours: one worker, batches of 32), printed with the result.
+same expected QPS (the first run's probe: ours on ONNX Runtime); the figure
+is LoadGen's own `Samples per second` from each run's
+mlperf_log_summary.txt. Each side keeps its own defaults otherwise (the
+peer: --threads = cores, batches of 32; ours: batches of 32, `--workers`
+and `--intra_op_threads` as given), printed with the result.
 """
 
 import os
@@ -168,12 +172,13 @@ def run_peer(python: str, reference_dir: str, onnx: str, images: str,
   return samples_per_second(output_dir)
 
 
-def run_ours(saved_model: str, data_dir: str, output_dir: str, seconds: int,
+def run_ours(model_flag: str, data_dir: str, output_dir: str, seconds: int,
              qps: float) -> float:
+  """Our harness serving `model_flag` (--onnx=... or --saved_model=...)."""
   args = [sys.executable, '-m', 'inference.run',
           *[f'--gin_file={g}' for g in GIN_FILES],
           *[f'--gin_param={p}' for p in gin_params(data_dir)],
-          f'--saved_model={saved_model}', f'--dataset={data_dir}',
+          model_flag, f'--dataset={data_dir}',
           f'--output_dir={output_dir}', '--scenario=Offline',
           '--settings=v0.5', f'--min_duration_ms={seconds * 1000}',
           f'--workers={FLAGS.workers}',
@@ -189,6 +194,7 @@ def main(argv):
   reference = os.path.abspath(os.path.expanduser(FLAGS.reference_dir))
   check_peer(reference, FLAGS.peer_python)
   from tools import convert_image_folder
+  from tools import export_onnx
   with tempfile.TemporaryDirectory() as tmp:
     images, data = os.path.join(tmp, 'images'), os.path.join(tmp, 'data')
     write_images(images, FLAGS.images)
@@ -199,37 +205,53 @@ def main(argv):
       convert_image_folder.convert(input_dir=images, output_prefix=os.path.join(
           data, split), num_shards=2)
     shutil.move(os.path.join(tmp, 'val_map.txt'), images)
-    saved, onnx = os.path.join(tmp, 'saved'), os.path.join(tmp, 'model.onnx')
+    saved = os.path.join(tmp, 'saved')
     export_model(data, saved)
-    to_onnx(FLAGS.peer_python, saved, onnx)
-    rates = {'ours': [], 'mlcommons': []}
-    qps = 0.0
+    # The peer's ONNX takes NCHW (its profile's layout); ours NHWC, as our
+    # pipeline gives it (one transpose inside the model).
+    peer_onnx, our_onnx = (os.path.join(tmp, f'{n}.onnx')
+                           for n in ('peer', 'ours'))
+    to_onnx(FLAGS.peer_python, saved, peer_onnx)
+    export_onnx.convert(saved, our_onnx)
+    contenders = {
+        'ours, ONNX Runtime': lambda out, qps: run_ours(
+            f'--onnx={our_onnx}', data, out, FLAGS.seconds, qps),
+        'ours, SavedModel': lambda out, qps: run_ours(
+            f'--saved_model={saved}', data, out, FLAGS.seconds, qps),
+        'MLCommons r0.5': lambda out, qps: run_peer(
+            FLAGS.peer_python, reference, peer_onnx, images, out,
+            FLAGS.seconds, qps),
+    }
+    rates = {name: [] for name in contenders}
+    qps = 0.0  # The first run's probe sizes every run's Offline query.
     for r in range(FLAGS.rounds):
-      out = os.path.join(tmp, f'round{r}')
-      rates['ours'].append(run_ours(saved, data, os.path.join(out, 'ours'),
-                                    FLAGS.seconds, qps))
-      qps = qps or rates['ours'][0]
-      rates['mlcommons'].append(run_peer(
-          FLAGS.peer_python, reference, onnx, images,
-          os.path.join(out, 'mlcommons'), FLAGS.seconds, qps))
-      print(f'round {r + 1}: ours {rates["ours"][-1]:.1f} samples/s, '
-            f'MLCommons r0.5 {rates["mlcommons"][-1]:.1f} samples/s',
+      for i, (name, run) in enumerate(contenders.items()):
+        rates[name].append(run(os.path.join(tmp, f'round{r}', str(i)), qps))
+        qps = qps or rates[name][0]
+      print(f'round {r + 1}: ' + ', '.join(
+          f'{name} {v[-1]:.1f}' for name, v in rates.items()) + ' samples/s',
             flush=True)
-  ours, peer = (statistics.median(rates[k]) for k in ('ours', 'mlcommons'))
+  median = {name: statistics.median(v) for name, v in rates.items()}
+  peer = median['MLCommons r0.5']
+  ours = (f'--workers={FLAGS.workers} --intra_op_threads='
+          f'{FLAGS.intra_op_threads}, batch 32')
   print(f'--- MobileNet-v1 224 FP32, Offline, {FLAGS.images} images, '
         f'{FLAGS.seconds} s runs, {FLAGS.rounds} interleaved rounds '
         '(medians of LoadGen\'s samples/s)')
-  print(f'  ours (SavedModel, TensorFlow; --workers={FLAGS.workers} '
-        f'--intra_op_threads={FLAGS.intra_op_threads}, batch 32)  '
-        f'{ours:7.1f}')
-  print(f'  MLCommons r0.5 main.py (onnxruntime; --threads={os.cpu_count()}, '
-        f'batch 32)  {peer:7.1f}')
-  print(f'  ours / MLCommons: {ours / peer:.2f}x')
-  print(common.page_rows([(
-      'LoadGen Offline, MobileNet-v1 224, float32', f'{ours:.1f} samples/s',
-      f'MLCommons r0.5 main.py, onnxruntime {peer:.1f} samples/s',
-      f'**{ours / peer:.2f}x** (>= 1: '
-      f'{"met" if ours >= peer else "missed"})')]))
+  for name, value in median.items():
+    print(f'  {name:20s} {value:7.1f}  {value / peer:5.2f}x')
+  print(f'  (ours: {ours}; MLCommons: onnxruntime, --threads='
+        f'{os.cpu_count()}, batch 32)')
+  rows = []
+  for name, runtime in (('ours, ONNX Runtime', 'the same runtime'),
+                        ('ours, SavedModel', 'TensorFlow')):
+    ratio = median[name] / peer
+    rows.append((f'LoadGen Offline, MobileNet-v1 224, float32, ours on '
+                 f'{runtime}', f'{median[name]:.1f} samples/s ({ours})',
+                 f'MLCommons r0.5 main.py, onnxruntime {peer:.1f} samples/s',
+                 f'**{ratio:.2f}x** (>= 1: {"met" if ratio >= 1 else "missed"})'
+                 ))
+  print(common.page_rows(rows))
 
 
 if __name__ == '__main__':
