@@ -70,7 +70,7 @@ from training import checkpoints
 from training import controller as controller_lib
 from training import evaluator as evaluator_lib
 from training import events
-from training import extras
+from core import extras
 from training import faults
 from training import mlperf_log
 from training import preemption
@@ -390,7 +390,7 @@ def experiment_files() -> list[str]:
 
 def main(argv, sugar_bindings):
   """The command line: a user error (or a module of an optional
-  requirements file not installed: training/extras.py) is one line on
+  requirements file not installed: core/extras.py) is one line on
   stderr and exit code 2, an unreachable TPU one line and 4 (--verbose
   shows their traceback); any
   other error is a crash: its traceback and exit code 3, never 1 (which

@@ -55,16 +55,22 @@ def tool_main(main):
   """`main` for `app.run`, with the suite's contract for a command-line
   tool: bad input (a missing, unreadable or malformed file or value:
   INPUT_ERRORS, absl's UsageError, TensorFlow's NotFound, DataLoss,
-  PermissionDenied and InvalidArgument errors) is one `error:` line and exit 2, with the
-  traceback only under --verbose; main's return value is the exit code
-  (None: 0); anything else is a crash with its traceback."""
+  PermissionDenied and InvalidArgument errors; a package of an optional
+  requirements file not installed: core/extras.py) is one `error:` line
+  and exit 2, with the traceback only under --verbose; main's return value
+  is the exit code (None: 0); anything else is a crash with its
+  traceback."""
   def run(argv):
     try:
       code = main(argv)
     except Exception as e:  # pylint: disable=broad-except
-      if startup.verbose() or not _input_error(e):
+      missing = None
+      if isinstance(e, ImportError):  # A package of an optional file.
+        from core import extras  # pylint: disable=import-outside-toplevel
+        missing = extras.explain(e)
+      if startup.verbose() or not (missing or _input_error(e)):
         raise
-      line = error_text.one_line(e, limit=400)
+      line = missing or error_text.one_line(e, limit=400)
       # TensorFlow's file system: "PATH; No such file or directory".
       line = re.sub(r'^(\S+); No such file or directory$',
                     r'\1: no such file or folder; check the path given', line)

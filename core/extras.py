@@ -2,9 +2,10 @@
 
 requirements.txt is the runtime and the ResNet quickstart; each model, the
 LoadGen harness and Google Cloud's clients have their own file (the
-Makefile's quickstart targets install them). A run that reaches a module of
-one of them without it installed gets one line naming the file to install,
-instead of a traceback.
+Makefile's quickstart targets install them). A run or a tool
+(core/entry_point.tool_main) that reaches a module of one of them without
+it installed gets one line naming the file to install, instead of a
+traceback.
 """
 
 import re
@@ -21,6 +22,9 @@ EXTRAS = {
     'recbole': ('requirements-dlrm.txt (pip install --no-deps)',
                 'make dlrm_quickstart'),
     'mlperf_loadgen': ('requirements-inference.txt', 'make venv'),
+    'ai_edge_litert': ('requirements-inference.txt', 'make venv'),
+    'onnxruntime': ('requirements-inference.txt', 'make venv'),
+    'tf2onnx': ('requirements-inference.txt', 'make venv'),
     'google': ('requirements-cloud.txt', 'make venv'),
     'googleapiclient': ('requirements-cloud.txt', 'make venv'),
     'oauth2client': ('requirements-cloud.txt', 'make venv'),

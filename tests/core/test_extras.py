@@ -1,5 +1,5 @@
 """A module of an optional requirements file, not installed, is one line
-naming the file to install (training/extras.py), in train.py too."""
+naming the file to install (core/extras.py), in train.py and every tool."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from tests import helpers
-from training import extras
+from core import extras
 
 
 def import_error(module: str) -> ImportError:
@@ -30,6 +30,7 @@ def import_error(module: str) -> ImportError:
     ('pycocotools', 'requirements-ssd.txt'),
     ('sacrebleu', 'requirements-transformer.txt'),
     ('mlperf_loadgen', 'requirements-inference.txt'),
+    ('onnxruntime', 'requirements-inference.txt'),
     ('tensorflow_text', 'requirements-bert.txt or requirements-transformer'),
 ])
 def test_a_missing_optional_module_names_its_requirements_file(module, file):
@@ -64,3 +65,21 @@ def test_train_py_says_which_file_to_install(tmp_path):
       'error: pycocotools is not installed (gin/models/ssd.gin imports '
       'models.ssd_task, which needs it): pip install -r requirements-ssd.txt '
       '(make ssd_quickstart does it too).')
+
+
+@pytest.mark.slow  # A tool's process: TensorFlow's import, about 10 s.
+def test_a_tool_says_which_file_to_install(tmp_path):
+  program = (
+      "import sys, runpy; sys.modules['tf2onnx'] = None; "
+      "sys.argv = ['tools/export_onnx.py', '--saved_model=/nonexistent', "
+      f"'--output={tmp_path}/out/m.onnx']; "
+      "runpy.run_path('tools/export_onnx.py', run_name='__main__')")
+  done = subprocess.run([helpers.PYTHON, '-c', program], cwd=helpers.ROOT,
+                        capture_output=True, text=True,
+                        timeout=helpers.HANG_SECONDS)
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines()[-1] == (
+      'error: tf2onnx is not installed: pip install -r '
+      'requirements-inference.txt (make venv does it too).')
+  assert 'Traceback' not in done.stderr
+  assert not (tmp_path / 'out').exists()
