@@ -83,11 +83,16 @@ def check_peer(reference_dir: str, python: str) -> None:
           'branch r0.5 (git checkout r0.5).')
   if not os.path.exists(python):
     raise FileNotFoundError(f'No peer environment at {python}: run `{SETUP}`.')
+  # LoadGen 0.5's ConstructSUT takes a third callable (process_latencies),
+  # which r0.5's main.py passes; later LoadGens take two.
   probe = subprocess.run(
-      [python, '-c', 'import mlperf_loadgen, onnxruntime, cv2, tf2onnx, pycocotools'],
+      [python, '-c', 'import onnxruntime, cv2, tf2onnx, pycocotools\n'
+       'import mlperf_loadgen\n'
+       'assert "arg2" in mlperf_loadgen.ConstructSUT.__doc__.splitlines()[0],'
+       ' "mlperf_loadgen is not LoadGen 0.5"'],
       capture_output=True, text=True)
   if probe.returncode:
-    raise ValueError(f'The peer environment {python} lacks a package '
+    raise ValueError(f'The peer environment {python} is not ready '
                      f'({probe.stderr.strip().splitlines()[-1]}): run '
                      f'`{SETUP}`.')
 

@@ -50,9 +50,9 @@ def test_a_missing_checkout_or_venv_is_one_line_naming_the_fix(tmp_path):
   (tmp_path / versus_mlcommons.CONF).write_text('')
   with pytest.raises(FileNotFoundError, match='make mlcommons_venv'):
     versus_mlcommons.check_peer(str(tmp_path), str(tmp_path / 'no_python'))
-  # This venv lacks the peer's packages (LoadGen 0.5, onnxruntime, ...).
-  with pytest.raises(ValueError, match=r'lacks a package .*make '
-                     'mlcommons_venv'):
+  # This venv's LoadGen is today's, not r0.5's 0.5.
+  with pytest.raises(ValueError, match=r'is not ready .*mlperf_loadgen is '
+                     r'not LoadGen 0.5\): run `make mlcommons_venv'):
     versus_mlcommons.check_peer(str(tmp_path), sys.executable)
   done = subprocess.run(
       [sys.executable, '-m', 'benchmarks.versus_mlcommons',
