@@ -86,10 +86,10 @@ def check_peer(reference_dir: str, python: str) -> None:
   # LoadGen 0.5's ConstructSUT takes a third callable (process_latencies),
   # which r0.5's main.py passes; later LoadGens take two.
   probe = subprocess.run(
-      [python, '-c', 'import onnxruntime, cv2, tf2onnx, pycocotools\n'
-       'import mlperf_loadgen\n'
+      [python, '-c', 'import mlperf_loadgen\n'
        'assert "arg2" in mlperf_loadgen.ConstructSUT.__doc__.splitlines()[0],'
-       ' "mlperf_loadgen is not LoadGen 0.5"'],
+       ' "mlperf_loadgen is not LoadGen 0.5"\n'
+       'import onnxruntime, cv2, pycocotools, tf2onnx'],
       capture_output=True, text=True)
   if probe.returncode:
     raise ValueError(f'The peer environment {python} is not ready '
