@@ -155,6 +155,12 @@ class OnnxBackend:
           f.read(), options, providers=['CPUExecutionProvider'])
     # Symbolic dimensions (the batch, and any tf2onnx left unknown) are
     # names, not sizes: None here.
+    unknown = [f'{i.name}: {i.type}' for i in self._session.get_inputs()
+               if i.type not in _ONNX_DTYPES]
+    if unknown:
+      raise ValueError(f'The ONNX model at {path} takes inputs of types this '
+                       f'backend does not feed ({", ".join(unknown)}; it '
+                       f'feeds {sorted(_ONNX_DTYPES)}).')
     self.input_specs = {
         i.name: (tuple(d if isinstance(d, int) else None
                        for d in i.shape[1:]), _ONNX_DTYPES[i.type])
