@@ -45,3 +45,10 @@ def write_text(path: str, text: str) -> None:
   with staged([path]) as [temporary]:
     with tf.io.gfile.GFile(temporary, 'w') as f:
       f.write(text)
+
+
+def write_bytes(path: str, content: bytes) -> None:
+  """Writes a binary file whole or not at all."""
+  with staged([path]) as [temporary]:
+    with tf.io.gfile.GFile(temporary, 'wb') as f:
+      f.write(content)

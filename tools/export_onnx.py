@@ -8,7 +8,7 @@ tf2onnx converts the SavedModel's `serving_default` signature (float32, the
 batch dimension left dynamic); the inputs and outputs keep the signature's
 names. ONNX Runtime is the runtime MLCommons' reference harness serves
 MobileNet-v1 and ResNet-50 with on CPUs (benchmarks/versus_mlcommons.py).
-The file is written under a temporary name and renamed when complete.
+The file appears whole or not at all (core/staged_files.py).
 """
 
 import os
@@ -39,7 +39,9 @@ def define_flags():
 if __name__ == '__main__':
   entry_point.parse_flags_early(define_flags)
 
-tf = startup.import_tensorflow()
+tf = startup.import_tensorflow()  # First: TensorFlow without Keras.
+# pylint: disable=wrong-import-position
+from core import staged_files
 
 
 def convert(saved_model: str, output: str, opset: int = OPSET) -> int:
@@ -68,10 +70,7 @@ def convert(saved_model: str, output: str, opset: int = OPSET) -> int:
                                            opset=opset)
   del loaded
   content = model.SerializeToString()
-  partial = output + '.partial'
-  with tf.io.gfile.GFile(partial, 'wb') as f:
-    f.write(content)
-  tf.io.gfile.rename(partial, output, overwrite=True)
+  staged_files.write_bytes(output, content)
   return len(content)
 
 

@@ -71,6 +71,7 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 import gin
 import tensorflow as tf
 
+from core import staged_files
 from inference import run as inference_run
 from inference import sample_library
 from training import export as export_lib
@@ -132,10 +133,7 @@ def convert(saved_model: str, calibration: list[dict], precision: str,
     converter.target_spec.supported_ops = [
         tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
   content = converter.convert()
-  partial = output + '.partial'
-  with tf.io.gfile.GFile(partial, 'wb') as f:
-    f.write(content)
-  tf.io.gfile.rename(partial, output, overwrite=True)
+  staged_files.write_bytes(output, content)
   return len(content)
 
 

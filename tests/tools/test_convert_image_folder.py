@@ -154,6 +154,10 @@ def test_staged_files_appear_only_when_the_block_succeeds(tmp_path):
       open(t, 'w').write('partial')
       raise RuntimeError('the converter failed')
   assert os.listdir(tmp_path / 'a') == ['x']
+  # write_bytes (the TFLite and ONNX files) replaces a file whole.
+  staged_files.write_bytes(paths[0], b'\x00\xffnew')
+  assert open(paths[0], 'rb').read() == b'\x00\xffnew'
+  assert os.listdir(tmp_path / 'a') == ['x']
 
 
 def test_a_flat_validation_folder_takes_its_labels_from_a_file(tmp_path):
