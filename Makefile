@@ -145,17 +145,41 @@ dlrm_quickstart: $(VENV)/.dlrm dlrm_data
 # INT8 on DATA/calibration (held out: never the accuracy set), then runs
 # every scenario, FP32 and INT8, with v0.5's settings in short runs (FLAGS:
 # a measurement, not a result; docs/inference.md).
+#
+# $(call v05_quickstart_finetuned,NAME,DATA,FLAGS) continues the run that
+# met the target twice from its weights, with the same steps: in float
+# (gin/NAME_finetune.gin: the FP32 model served) and quantization-aware
+# (gin/NAME_qat.gin: the INT8 model's weights).
 define v05_quickstart
 	D=runs/$(1)_$$(date +%Y%m%d_%H%M%S) && G=gin/$(1)_quickstart.gin && \
 	$(PY) train.py --gin_file=$$G --model_dir=$$D && \
 	$(PY) -m tools.export_savedmodel --gin_file=$$G \
 	  --checkpoint_dir=$$D --export_dir=$$D/saved && \
-	$(PY) -m tools.quantize_tflite --gin_file=$$G \
-	  --saved_model=$$D/saved --calibration_dataset=$(2)/calibration \
-	  --dataset=$(2) --output=$$D/int8.tflite && \
-	$(PY) -m inference.run --gin_file=$$G \
-	  --saved_model=$$D/saved --tflite=$$D/int8.tflite --dataset=$(2) \
-	  --output_dir=$$D/loadgen --scenario=all --settings=v0.5 $(3)
+	$(call v05_int8_and_table,$$G,$$D,$$D,$(2),$(3))
+endef
+
+define v05_quickstart_finetuned
+	D=runs/$(1)_$$(date +%Y%m%d_%H%M%S) && G=gin/$(1)_quickstart.gin && \
+	I="--gin_param=INIT_CHECKPOINT='$$D'" && \
+	$(PY) train.py --gin_file=$$G --model_dir=$$D && \
+	for S in finetune qat; do \
+	  $(PY) train.py --gin_file=gin/$(1)_$$S.gin "$$I" \
+	    --model_dir=$$D/$$S && \
+	  $(PY) -m tools.export_savedmodel --gin_file=gin/$(1)_$$S.gin "$$I" \
+	    --checkpoint_dir=$$D/$$S --export_dir=$$D/$$S/saved || exit 1; \
+	done && \
+	$(call v05_int8_and_table,$$G,$$D/finetune,$$D/qat,$(2),$(3))
+endef
+
+# $(call v05_int8_and_table,GIN,FP32_RUN,INT8_RUN,DATA,FLAGS): INT8_RUN's
+# export quantized, then served beside FP32_RUN's.
+define v05_int8_and_table
+	$(PY) -m tools.quantize_tflite --gin_file=$(1) \
+	  --saved_model=$(3)/saved --calibration_dataset=$(4)/calibration \
+	  --dataset=$(4) --output=$(3)/int8.tflite && \
+	$(PY) -m inference.run --gin_file=$(1) \
+	  --saved_model=$(2)/saved --tflite=$(3)/int8.tflite --dataset=$(4) \
+	  --output_dir=$(2)/loadgen --scenario=all --settings=v0.5 $(5)
 endef
 
 # `mobilenet`: a MobileNet-v1 trained to 95% top-1 on the digits.
@@ -165,11 +189,12 @@ mobilenet_quickstart: $(VENV)/.inference data
 	$(call v05_quickstart,mobilenet,data/quickstart,$(MOBILENET_LOADGEN))
 
 # `ssd-mobilenet`: an SSD-MobileNet-v1 trained to its target mAP on the
-# digit canvases (calibration: training canvases).
+# digit canvases, then fine-tuned in float (FP32) and quantization-aware
+# (INT8) (calibration: training canvases).
 SSD_MOBILENET_LOADGEN ?= --min_duration_ms=1000 --min_query_count=100
 
 ssd_mobilenet_quickstart: $(VENV)/.inference $(VENV)/.ssd ssd_data
-	$(call v05_quickstart,ssd_mobilenet,data/ssd_quickstart,$(SSD_MOBILENET_LOADGEN))
+	$(call v05_quickstart_finetuned,ssd_mobilenet,data/ssd_quickstart,$(SSD_MOBILENET_LOADGEN))
 
 quickstart: $(VENV)/.core data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)

@@ -1,5 +1,6 @@
 """Backbones initialised from checkpoints this suite wrote: a ResNet's for
-SSD-ResNet34 and Mask R-CNN, a MobileNet-v1's for SSD-MobileNet-v1.
+SSD-ResNet34 and Mask R-CNN, a MobileNet-v1's for SSD-MobileNet-v1; and
+whole models, the start of a fine-tune.
 
 Every name and shape is checked before anything is assigned
 (models/named_checkpoint.py); a classifier in the checkpoint is not read.
@@ -82,3 +83,22 @@ def load_mobilenet(backbone, path: str) -> int:
       flag='BACKBONE_CHECKPOINT',
       fix_shapes='Train the MobileNet-v1 with the same width_multiplier and '
       'min_depth as the SSD backbone.')
+
+
+def load_model(model, path: str, *, what: str, flag: str) -> int:
+  """Initialises every variable of `model` (its `params` and `state`) from
+  a checkpoint this suite wrote for the same model (a fine-tune's start);
+  returns the variables loaded.
+
+  Args:
+    model: has `params` and `state` (models/ssd.py's SSD, say).
+    path: a checkpoint prefix or folder of a run of this suite.
+    what: the model, for the messages ('an SSD-MobileNet-v1').
+    flag: the setting that named `path` (INIT_CHECKPOINT).
+  """
+  return named_checkpoint.load_named_variables(
+      {**model.params, **model.state}, path,
+      name_map=_suite_name_map(model.state),
+      what=f'a checkpoint of this suite for {what}', flag=flag,
+      fix_shapes='Start from a run of the same model file and sizes '
+      '(WIDTH, image size, classes).')

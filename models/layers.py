@@ -64,6 +64,32 @@ def variance_scaling(shape, seed, fan_in: int,
   return tf.random.stateless_truncated_normal(shape, seed=seed, stddev=stddev)
 
 
+def int8_kernel(kernel, channel_axis: int = -1) -> tf.Tensor:
+  """The kernel as TFLite's full-integer converter will store it, for
+  quantization-aware training: each output channel rounded to its own
+  symmetric int8 grid (scale max |w| / 127, values -127..127: TFLite's
+  per-channel weight quantization), gradients passed through unchanged
+  (the straight-through estimator).
+
+  The grid is per output channel, so a per-channel factor the converter
+  folds in later (batch norm's gamma / sqrt(variance + epsilon)) leaves the
+  rounded kernel on the folded kernel's grid: what trains here is exactly
+  what the INT8 model computes with.
+
+  Args:
+    kernel: a float convolution kernel.
+    channel_axis: the output channels' axis (-1 for conv2d's [h, w, in,
+      out]; 2 for depthwise_conv2d's [h, w, in, 1], whose channels are its
+      inputs').
+  """
+  axis = channel_axis % kernel.shape.rank
+  others = [a for a in range(kernel.shape.rank) if a != axis]
+  largest = tf.reduce_max(tf.abs(kernel), axis=others, keepdims=True)
+  scale = tf.where(largest > 0, largest / 127.0, tf.ones_like(largest))
+  rounded = tf.clip_by_value(tf.round(kernel / scale), -127.0, 127.0) * scale
+  return kernel + tf.stop_gradient(rounded - kernel)
+
+
 def is_decay_exempt(name: str) -> bool:
   """Batch-norm parameters and biases take no weight decay (nor LARS scaling)."""
   base = name.split(':')[0]

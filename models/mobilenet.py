@@ -50,7 +50,8 @@ class MobileNetV1(tf.Module):
                classifier: bool = True, dropout_keep: float = 0.999,
                bn_momentum: float = 0.9997, bn_epsilon: float = 0.001,
                bn_group_size: int = 0, spatial_partitions: int = 1,
-               compute_dtype: str = 'float32', seed: int = 0):
+               compute_dtype: str = 'float32',
+               quantization_aware: bool = False, seed: int = 0):
     """Args:
       num_classes: the classifier's classes.
       width_multiplier: slim's depth_multiplier (0.25, 0.5, 0.75, 1.0).
@@ -61,6 +62,8 @@ class MobileNetV1(tf.Module):
       bn_group_size: replicas whose batch statistics are combined (0: all).
       spatial_partitions: must be 1 (no spatial partitioning).
       compute_dtype: 'float32' or 'bfloat16'.
+      quantization_aware: compute with every kernel rounded to its INT8
+        grid (layers.int8_kernel): quantization-aware training.
       seed: the initialisation's.
     """
     super().__init__(name='mobilenet')
@@ -73,6 +76,7 @@ class MobileNetV1(tf.Module):
                        f'be > 0, got {width_multiplier}.')
     self.num_classes = num_classes
     self.dtype = layers.compute_dtype(compute_dtype)
+    self.quantization_aware = quantization_aware
     self.bn_momentum, self.bn_epsilon = bn_momentum, bn_epsilon
     self.bn_sync = layers.BatchNormSync(bn_group_size)
     self.classifier = classifier
@@ -84,24 +88,24 @@ class MobileNetV1(tf.Module):
     for i, (kind, channels, _) in enumerate(CONV_DEFS):
       cout = max(int(channels * width_multiplier), min_depth)
       if kind == 'conv':
-        self._kernel(f'conv{i}/kernel', [3, 3, cin, cout])
+        self._make_kernel(f'conv{i}/kernel', [3, 3, cin, cout])
         self._bn(f'conv{i}/bn', cout)
       else:
-        self._kernel(f'conv{i}/depthwise/kernel', [3, 3, cin, 1])
+        self._make_kernel(f'conv{i}/depthwise/kernel', [3, 3, cin, 1])
         self._bn(f'conv{i}/depthwise/bn', cin)
-        self._kernel(f'conv{i}/pointwise/kernel', [1, 1, cin, cout])
+        self._make_kernel(f'conv{i}/pointwise/kernel', [1, 1, cin, cout])
         self._bn(f'conv{i}/pointwise/bn', cout)
       self.channels.append(cout)
       cin = cout
     self.out_channels = cin
     if classifier:
-      self._kernel('logits/kernel', [1, 1, cin, num_classes])
+      self._make_kernel('logits/kernel', [1, 1, cin, num_classes])
       self.params['mobilenet/logits/bias'] = tf.Variable(
           tf.zeros([num_classes]), name='mobilenet/logits/bias')
 
   # -- Variables --------------------------------------------------------------
 
-  def _kernel(self, name, shape):
+  def _make_kernel(self, name, shape):
     self._counter += 1
     name = f'mobilenet/{name}'
     self.params[name] = tf.Variable(tf.random.stateless_truncated_normal(
@@ -118,6 +122,14 @@ class MobileNetV1(tf.Module):
 
   # -- Forward ----------------------------------------------------------------
 
+  def kernel(self, name: str, channel_axis: int = -1) -> tf.Tensor:
+    """`{name}/kernel` in the compute dtype (on its INT8 grid when
+    quantization-aware)."""
+    kernel = self.params[f'{name}/kernel']
+    if self.quantization_aware:
+      kernel = layers.int8_kernel(kernel, channel_axis)
+    return tf.cast(kernel, self.dtype)
+
   def __call__(self, images, *, training: bool):
     """(float32 logits [B, classes], the new moving statistics: {} in
     eval)."""
@@ -127,7 +139,7 @@ class MobileNetV1(tf.Module):
     maps, updates = self.features(images, training=training)
     x = tf.reduce_mean(maps[-1], axis=[1, 2])
     x = self._dropout(x, training)
-    kernel = tf.cast(self.params['mobilenet/logits/kernel'], self.dtype)
+    kernel = self.kernel('mobilenet/logits')
     logits = tf.matmul(x, kernel[0, 0])
     return (tf.cast(logits, tf.float32) + self.params['mobilenet/logits/bias'],
             updates)
@@ -145,18 +157,16 @@ class MobileNetV1(tf.Module):
           sync=self.bn_sync, momentum=self.bn_momentum,
           epsilon=self.bn_epsilon))
 
-    def kernel(name):
-      return tf.cast(self.params[f'{name}/kernel'], self.dtype)
-
     for i, (kind, _, stride) in enumerate(CONV_DEFS):
       name = f'mobilenet/conv{i}'
       if kind == 'conv':
-        x = bn(tf.nn.conv2d(x, kernel(name), stride, 'SAME'), f'{name}/bn')
+        x = bn(tf.nn.conv2d(x, self.kernel(name), stride, 'SAME'),
+               f'{name}/bn')
       else:
-        x = bn(tf.nn.depthwise_conv2d(x, kernel(f'{name}/depthwise'),
+        x = bn(tf.nn.depthwise_conv2d(x, self.kernel(f'{name}/depthwise', 2),
                                       [1, stride, stride, 1], 'SAME'),
                f'{name}/depthwise/bn')
-        x = bn(tf.nn.conv2d(x, kernel(f'{name}/pointwise'), 1, 'SAME'),
+        x = bn(tf.nn.conv2d(x, self.kernel(f'{name}/pointwise'), 1, 'SAME'),
                f'{name}/pointwise/bn')
       maps.append(x)
     return maps, updates

@@ -19,7 +19,8 @@ def load_named_variables(variables: Mapping[str, tf.Variable], path: str, *,
 
   Args:
     variables: model name -> variable.
-    path: checkpoint prefix or its folder (local or gs://).
+    path: checkpoint prefix, its folder, or the model_dir of the run that
+      wrote it (local or gs://).
     name_map: model variable name -> checkpoint variable name.
     what: the checkpoint expected, for the messages ('a BERT checkpoint').
     fix_shapes: what to change when a shape differs.
@@ -37,7 +38,10 @@ def load_named_variables(variables: Mapping[str, tf.Variable], path: str, *,
       `refuse` refuses.
   """
   if tf.io.gfile.isdir(path):
-    path = tf.train.latest_checkpoint(path) or path
+    # A folder of checkpoints, or a run's model_dir (checkpoints/ in it).
+    path = (tf.train.latest_checkpoint(path) or
+            tf.train.latest_checkpoint(f'{path.rstrip("/")}/checkpoints') or
+            path)
   try:
     reader = tf.train.load_checkpoint(path)
   except (tf.errors.NotFoundError, ValueError) as e:

@@ -46,7 +46,8 @@ class SSD(tf.Module):
                geometry: ssd_boxes.Geometry = ssd_boxes.Geometry(),
                compute_dtype: str = 'float32', bn_momentum: float = 0.9,
                bn_epsilon: float = 1e-5, bn_group_size: int = 0,
-               spatial_partitions: int = 1, seed: int = 0):
+               spatial_partitions: int = 1, quantization_aware: bool = False,
+               seed: int = 0):
     """Args:
       features: builds the feature pyramid (a ssd_features.FeaturePyramid
         class; gin: `@models.ssd_features.ResNetFeatures` or
@@ -65,6 +66,9 @@ class SSD(tf.Module):
         all, 1 per replica; Google's 4096-chip run: 16).
       spatial_partitions: training images arrive split along their height
         over this many replicas (the ResNet pyramid's; models/spatial.py).
+      quantization_aware: compute with every kernel rounded to its INT8
+        grid, the pyramid's and the heads' (layers.int8_kernel):
+        quantization-aware training of the INT8 model's weights.
       seed: initialisation seed.
     """
     super().__init__(name='ssd')
@@ -77,7 +81,7 @@ class SSD(tf.Module):
         width_multiplier=width_multiplier, compute_dtype=compute_dtype,
         bn_momentum=bn_momentum, bn_epsilon=bn_epsilon,
         bn_group_size=bn_group_size, spatial_partitions=spatial_partitions,
-        seed=seed)
+        quantization_aware=quantization_aware, seed=seed)
     made = self.features.feature_sizes(geometry.image_size)
     if made != tuple(geometry.feature_sizes) or min(made) < 1:
       raise ValueError(
@@ -87,6 +91,7 @@ class SSD(tf.Module):
     self.num_classes, self.geometry = num_classes, geometry
     self.width_multiplier = width_multiplier
     self.dtype = layers.compute_dtype(compute_dtype)
+    self.quantization_aware = quantization_aware
     self.backbone = self.features.backbone
     self.spatial = self.features.spatial
     self.normalize = self.features.normalize
@@ -112,8 +117,10 @@ class SSD(tf.Module):
                                               name=f'{name}/bias')
 
   def _apply(self, x, name, stride=1, padding='SAME', relu=True):
-    kernel = tf.cast(self.params[f'{name}/kernel'], self.dtype)
-    y = tf.nn.conv2d(x, kernel, stride, padding)
+    kernel = self.params[f'{name}/kernel']
+    if self.quantization_aware:
+      kernel = layers.int8_kernel(kernel)
+    y = tf.nn.conv2d(x, tf.cast(kernel, self.dtype), stride, padding)
     y = y + tf.cast(self.params[f'{name}/bias'], self.dtype)
     return tf.nn.relu(y) if relu else y
 

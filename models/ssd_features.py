@@ -65,6 +65,10 @@ class FeaturePyramid(Protocol):
     head_kernel: the heads' kernel size (at most each map's size).
     head_seed: (seed, counter) where the heads' initialisation continues
       the pyramid's stateless stream.
+
+  Constructed with the SSD's levels, image_size, width_multiplier,
+  compute_dtype, bn_momentum, bn_epsilon, bn_group_size,
+  spatial_partitions, quantization_aware and seed.
   """
 
   params: dict
@@ -113,7 +117,7 @@ class ResNetFeatures(tf.Module):
                compute_dtype: str = 'float32', bn_momentum: float = 0.9,
                bn_epsilon: float = 1e-5, bn_group_size: int = 0,
                spatial_partitions: int = 1, spatial_row_multiple: int = 8,
-               seed: int = 0):
+               quantization_aware: bool = False, seed: int = 0):
     """Args:
       levels: maps, 1 to 6 (fewer drop the last extra layers: a small
         image's quickstart model).
@@ -133,9 +137,16 @@ class ResNetFeatures(tf.Module):
         partitioning, models/spatial.py). 8, the backbone's stride: the
         whole backbone runs on slices (300 rows over 8 partitions: slices
         of 40, 20, 10 and 5 rows, 300, 150, 75 and 38 of them valid).
+      quantization_aware: must be False (SSD-ResNet34 has no INT8 model
+        here).
       seed: initialisation seed.
     """
     super().__init__(name='resnet_features')
+    if quantization_aware:
+      raise ValueError(
+          'models.ssd.SSD.quantization_aware: quantization-aware training is '
+          'built for the MobileNet pyramid (MobileNetFeatures) only; unset '
+          'it for SSD-ResNet34.')
     if not 1 <= levels <= 1 + len(RESNET_EXTRA_LAYERS):
       raise ValueError(f'SSD-ResNet: 1 to {1 + len(RESNET_EXTRA_LAYERS)} '
                        f'feature maps, got {levels}.')
@@ -223,7 +234,8 @@ class MobileNetFeatures(tf.Module):
                width_multiplier: float = 1.0, min_depth: int = 16,
                compute_dtype: str = 'float32', bn_momentum: float = 0.9997,
                bn_epsilon: float = 0.001, bn_group_size: int = 0,
-               spatial_partitions: int = 1, seed: int = 0):
+               spatial_partitions: int = 1, quantization_aware: bool = False,
+               seed: int = 0):
     """Args:
       levels: maps, 1 to 6 (blocks 11 and 13, then the extra layers).
       image_size: unused (the maps follow from the image); the SSD passes it.
@@ -233,6 +245,8 @@ class MobileNetFeatures(tf.Module):
       compute_dtype, bn_momentum, bn_epsilon, bn_group_size: every batch
         norm's (the config's decay 0.9997 and epsilon 0.001).
       spatial_partitions: must be 1 (MobileNet-v1 has none).
+      quantization_aware: every kernel, the backbone's too, on its INT8
+        grid (layers.int8_kernel): quantization-aware training.
       seed: initialisation seed.
     """
     super().__init__(name='mobilenet_features')
@@ -247,7 +261,8 @@ class MobileNetFeatures(tf.Module):
         width_multiplier=width_multiplier, min_depth=min_depth,
         classifier=False, bn_momentum=bn_momentum, bn_epsilon=bn_epsilon,
         bn_group_size=bn_group_size, spatial_partitions=spatial_partitions,
-        compute_dtype=compute_dtype, seed=seed)
+        compute_dtype=compute_dtype, quantization_aware=quantization_aware,
+        seed=seed)
     self.bn_momentum, self.bn_epsilon = bn_momentum, bn_epsilon
     self.bn_sync = self.backbone.bn_sync
     self.spatial = spatial_lib.SpatialPartitioning(1)
@@ -306,14 +321,21 @@ class MobileNetFeatures(tf.Module):
     x = maps[-1]
     for names in self.extra_layers:
       for name, stride in zip(names, (1, 2)):
-        x = tf.nn.conv2d(x, tf.cast(self.params[f'{name}/kernel'],
-                                    self.dtype), stride, 'SAME')
+        x = tf.nn.conv2d(x, self.kernel(name), stride, 'SAME')
         x = tf.nn.relu6(layers.named_batch_norm(
             x, f'{name}/bn', self.params, self.state, updates,
             training=training, sync=self.bn_sync, momentum=self.bn_momentum,
             epsilon=self.bn_epsilon))
       maps.append(x)
     return maps, updates
+
+  def kernel(self, name: str) -> tf.Tensor:
+    """`{name}/kernel` in the compute dtype, on its INT8 grid when the
+    backbone is quantization-aware."""
+    kernel = self.params[f'{name}/kernel']
+    if self.backbone.quantization_aware:
+      kernel = layers.int8_kernel(kernel)
+    return tf.cast(kernel, self.dtype)
 
   def load_backbone(self, path: str) -> int:
     return backbone_checkpoint.load_mobilenet(self.backbone, path)

@@ -26,6 +26,7 @@ import tensorflow as tf
 from input_pipeline.coco import CocoInput
 from input_pipeline import records
 from input_pipeline import ssd_boxes
+from models import backbone_checkpoint
 from models import coco_metric
 from models import ssd as ssd_lib
 from training import losses
@@ -135,7 +136,8 @@ class SsdTask:
   higher_is_better = True
 
   def __init__(self, *, model, data: CocoInput, target_map: float = 0.23,
-               backbone_checkpoint: str = '', metric_processes: int = 4):
+               backbone_checkpoint: str = '', init_checkpoint: str = '',
+               metric_processes: int = 4):
     """Args:
       model: builds the SSD (gin: `@models.ssd.SSD`, no call); its classes
         come from the data.
@@ -145,12 +147,21 @@ class SsdTask:
         pyramid's backbone from (a ResNet-34's, or a MobileNet-v1's for
         SSD-MobileNet; '' = random; MLPerf starts from an ImageNet-trained
         one).
+      init_checkpoint: a checkpoint of this suite for the same SSD to start
+        every variable from ('' = none): a fine-tune, such as the
+        quantization-aware one of gin/ssd_mobilenet_qat.gin.
       metric_processes: host processes of the COCO evaluation.
     """
+    if backbone_checkpoint and init_checkpoint:
+      raise ValueError(
+          'BACKBONE_CHECKPOINT and INIT_CHECKPOINT are both set: a fine-tune '
+          'from INIT_CHECKPOINT already holds the backbone; unset '
+          'BACKBONE_CHECKPOINT.')
     self._build_model = model
     self.data = data
     self.target_quality = target_map
     self.backbone_checkpoint = backbone_checkpoint
+    self.init_checkpoint = init_checkpoint
     self.metric_processes = metric_processes
     self._anchors = ssd_boxes.default_boxes(data.geometry)
     self._bn_group_size = None
@@ -165,6 +176,10 @@ class SsdTask:
                               geometry=self.data.geometry)
     if self.backbone_checkpoint:
       model.load_backbone(self.backbone_checkpoint)
+    if self.init_checkpoint:
+      backbone_checkpoint.load_model(model, self.init_checkpoint,
+                                     what=type(self).mlperf_benchmark,
+                                     flag='INIT_CHECKPOINT')
     self._bn_group_size = model.features.bn_sync.group_size
     self._partitions = model.spatial.partitions
     self.spatial_row_multiple = model.spatial.row_multiple

@@ -29,8 +29,12 @@ def required_checkpoints(gin_file: str) -> list[str]:
   """Bindings of '' for the checkpoint macros `gin_file` requires (only
   those: a macro nothing reads is refused)."""
   with open(os.path.join(ROOT, gin_file)) as f:
-    names = re.findall(r'^(\w+_CHECKPOINT) = %gin.REQUIRED', f.read(), re.M)
-  return [f"{name} = ''" for name in names]
+    text = f.read()
+  names = re.findall(r'^(\w+_CHECKPOINT) = %gin.REQUIRED', text, re.M)
+  bindings = [f"{name} = ''" for name in names]
+  for included in re.findall(r"^include '(gin/[\w./]+)'", text, re.M):
+    bindings += required_checkpoints(included)
+  return bindings
 
 
 def quick_bindings(data_dir: str, model_dir: str, **overrides) -> list[str]:

@@ -7,9 +7,12 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from inference import backend as backends
 from inference import sample_library
+from models import backbone_checkpoint
+from models import layers
 from tests import helpers
 from tools import quantize_tflite
 
@@ -18,6 +21,7 @@ from tools import quantize_tflite
 pytestmark = pytest.mark.slow
 
 GIN = 'gin/ssd_mobilenet_quickstart.gin'
+QAT_GIN = 'gin/ssd_mobilenet_qat.gin'
 
 
 @pytest.fixture(scope='module')
@@ -103,3 +107,40 @@ def test_cli_refuses_a_network_only_model_for_a_task_without_postprocess(
   assert 'no serving_default signature' in errors[0]
   assert 'float post-processing for its `network`' in errors[0]
   assert not (tmp_path / 'out').exists()  # Refused before any work.
+
+
+def test_quantization_aware_export_converts_to_the_weights_it_trained(
+    models, ssd_data, tmp_path):
+  """gin/ssd_mobilenet_qat.gin's model (every kernel on its int8 grid),
+  exported from a run and converted: the INT8 heads hold exactly the
+  rounded kernels (the round ops fold away; no second rounding)."""
+  run_dir = os.path.join(os.path.dirname(models[0]), 'run')
+  params = [f'INIT_CHECKPOINT = {run_dir!r}']
+  saved = helpers.export(QAT_GIN, ssd_data, run_dir, str(tmp_path / 'saved'),
+                         params)
+  int8 = str(tmp_path / 'int8.tflite')
+  quantize_tflite.convert(saved, quantize_tflite.first_samples(
+      helpers.inference_task(GIN, os.path.join(ssd_data, 'calibration')), 8),
+                          'int8', int8)
+  from ai_edge_litert import interpreter as litert
+  interpreter = litert.Interpreter(
+      model_path=int8, experimental_op_resolver_type=(
+          litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+  interpreter.allocate_tensors()
+  by_shape = {}
+  for t in interpreter.get_tensor_details():
+    if t['dtype'] == np.int8 and len(t['shape']) == 4:
+      by_shape.setdefault(tuple(t['shape']), []).append(t)
+  trained = helpers.checkpoint_tensors(run_dir)
+  checked = 0
+  for head in ('ssd/class_net/class-3', 'ssd/box_net/box-3'):
+    kernel = trained[backbone_checkpoint.suite_checkpoint_key(
+        f'{head}/kernel', 'params')]
+    h, w, cin, cout = kernel.shape
+    (t,) = by_shape[(cout, h, w, cin)]  # One tensor of that shape.
+    stored = (interpreter.get_tensor(t['index']).transpose(1, 2, 3, 0) *
+              t['quantization_parameters']['scales'])
+    want = layers.int8_kernel(tf.constant(kernel)).numpy()
+    np.testing.assert_allclose(stored, want, atol=1e-5 * np.abs(want).max())
+    checked += 1
+  assert checked == 2

@@ -12,9 +12,12 @@ import tensorflow as tf
 
 from core import config as gin_config
 from input_pipeline import ssd_boxes
+from models import backbone_checkpoint
+from models import layers
 from models import mobilenet
 from models import ssd as ssd_lib
 from models import ssd_features
+from models import ssd_task
 
 # gin/models/ssd_mobilenet.gin's geometry.
 GEOMETRY = ssd_boxes.Geometry(
@@ -160,3 +163,75 @@ def test_model_file_builds_the_v05_task_on_the_mobilenet_pyramid():
   assert task.target_quality == 0.22
   assert task.data.geometry == GEOMETRY
   assert features.selector == 'models.ssd_features.MobileNetFeatures'
+
+
+def test_quantization_aware_ssd_computes_with_every_kernel_on_its_grid():
+  """Every kernel, the backbone's, the extra layers' and the heads', goes
+  through layers.int8_kernel: the model equals a plain one holding the
+  rounded kernels (a layer left out would differ)."""
+  kwargs = dict(num_classes=5, width_multiplier=0.25, geometry=GEOMETRY,
+                seed=3)
+  aware = ssd_mobilenet(quantization_aware=True, **kwargs)
+  plain = ssd_mobilenet(**kwargs)
+  kernels = 0
+  for name, var in aware.params.items():
+    value = var
+    if name.endswith('/kernel'):
+      axis = 2 if '/depthwise/' in name else -1
+      value = layers.int8_kernel(var, axis)
+      kernels += 1
+    plain.params[name].assign(value)
+  assert kernels == 27 + 8 + 12  # Backbone, extra layers, heads.
+  images = tf.random.stateless_uniform([1, 300, 300, 3], [4, 5]) * 2 - 1
+  got = aware(images, training=False)[:2]
+  want = plain(images, training=False)[:2]
+  # (Relative: the untrained network's outputs are tiny.)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=1e-4,
+                               atol=1e-5 * np.abs(w).max())
+  # The rounding matters: the float kernels give other outputs.
+  unrounded = ssd_mobilenet(**kwargs)(images, training=False)[0]
+  assert (np.abs(unrounded - got[0]).max() >
+          1e-3 * np.abs(unrounded).max())
+
+
+def test_resnet_pyramid_refuses_quantization_aware_naming_the_binding():
+  with pytest.raises(ValueError, match='models.ssd.SSD.quantization_aware'):
+    ssd_lib.SSD(features=ssd_features.ResNetFeatures, num_classes=5,
+                quantization_aware=True, width_multiplier=0.25,
+                geometry=GEOMETRY)
+
+
+def test_whole_ssd_loads_from_the_model_dir_of_a_run_of_this_suite(tmp_path):
+  kwargs = dict(num_classes=5, width_multiplier=0.25, geometry=GEOMETRY)
+  trained = ssd_mobilenet(seed=1, **kwargs)
+  rng = np.random.default_rng(0)
+  for v in trained.state.values():
+    v.assign(rng.uniform(0.5, 2.0, v.shape).astype(np.float32))
+  # As the suite's Checkpointer lays a run out: model_dir/checkpoints/.
+  tf.train.Checkpoint(model=trained).save(
+      str(tmp_path / 'run' / 'checkpoints' / 'ckpt'))
+  model = ssd_mobilenet(seed=2, **kwargs)
+  variables = {**model.params, **model.state}
+  assert backbone_checkpoint.load_model(
+      model, str(tmp_path / 'run'), what='ssd-mobilenet',
+      flag='INIT_CHECKPOINT') == len(variables)
+  for name, var in variables.items():
+    np.testing.assert_array_equal(var, {**trained.params,
+                                        **trained.state}[name])
+  wider = ssd_mobilenet(seed=2, **{**kwargs, 'width_multiplier': 0.5})
+  with pytest.raises(ValueError, match='shape .* in checkpoint .*WIDTH'):
+    backbone_checkpoint.load_model(wider, str(tmp_path / 'run'),
+                                   what='ssd-mobilenet',
+                                   flag='INIT_CHECKPOINT')
+  with pytest.raises(ValueError, match='No checkpoint at .*INIT_CHECKPOINT'):
+    backbone_checkpoint.load_model(model, str(tmp_path / 'none'),
+                                   what='ssd-mobilenet',
+                                   flag='INIT_CHECKPOINT')
+
+
+def test_a_fine_tune_refuses_a_backbone_checkpoint_too():
+  with pytest.raises(ValueError, match='BACKBONE_CHECKPOINT and '
+                     'INIT_CHECKPOINT are both set'):
+    ssd_task.SsdTask(model=None, data=None, backbone_checkpoint='a',
+                     init_checkpoint='b')
