@@ -62,8 +62,9 @@ class MobileNetV1(tf.Module):
       bn_group_size: replicas whose batch statistics are combined (0: all).
       spatial_partitions: must be 1 (no spatial partitioning).
       compute_dtype: 'float32' or 'bfloat16'.
-      quantization_aware: compute with every kernel rounded to its INT8
-        grid (layers.int8_kernel): quantization-aware training.
+      quantization_aware: compute with every convolution kernel rounded to
+        its INT8 grid (layers.int8_kernel): quantization-aware training of
+        the blocks (SSD-MobileNet's backbone; the classifier stays float).
       seed: the initialisation's.
     """
     super().__init__(name='mobilenet')
@@ -123,8 +124,8 @@ class MobileNetV1(tf.Module):
   # -- Forward ----------------------------------------------------------------
 
   def kernel(self, name: str, channel_axis: int = -1) -> tf.Tensor:
-    """`{name}/kernel` in the compute dtype (on its INT8 grid when
-    quantization-aware)."""
+    """Convolution `{name}/kernel` in the compute dtype (on its INT8 grid
+    when quantization-aware)."""
     kernel = self.params[f'{name}/kernel']
     if self.quantization_aware:
       kernel = layers.int8_kernel(kernel, channel_axis)
@@ -139,7 +140,8 @@ class MobileNetV1(tf.Module):
     maps, updates = self.features(images, training=training)
     x = tf.reduce_mean(maps[-1], axis=[1, 2])
     x = self._dropout(x, training)
-    kernel = self.kernel('mobilenet/logits')
+    # A FullyConnected op in TFLite, not a convolution: not rounded.
+    kernel = tf.cast(self.params['mobilenet/logits/kernel'], self.dtype)
     logits = tf.matmul(x, kernel[0, 0])
     return (tf.cast(logits, tf.float32) + self.params['mobilenet/logits/bias'],
             updates)

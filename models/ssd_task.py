@@ -253,9 +253,14 @@ class SsdTask:
 
     return serve
 
+  # In INT8 the class heads stay float: one int8 scale over every box's
+  # logits, set by the background's (up to ~60), steps 0.3 a logit (+-15%
+  # on a score); int8 there cost 2-3% of the mAP (docs/inference.md).
+  float_outputs = ('class_logits',)
+
   def network_fn(self, model):
     """Images -> the network's `class_logits` and `box_codes`: the part an
-    INT8 model quantizes."""
+    INT8 model quantizes (the class heads in float: `float_outputs`)."""
     size = self.data.geometry.image_size
 
     @tf.function(autograph=False, input_signature=[

@@ -74,6 +74,7 @@ import tensorflow as tf
 from core import staged_files
 from inference import run as inference_run
 from inference import sample_library
+from inference import tflite_heads
 from training import export as export_lib
 
 
@@ -111,8 +112,13 @@ def check_held_out(calibration: list[dict], accuracy_task) -> None:
 
 
 def convert(saved_model: str, calibration: list[dict], precision: str,
-            output: str) -> int:
-  """Writes the TFLite model (atomically); returns its bytes."""
+            output: str, float_outputs=()) -> int:
+  """Writes the TFLite model (atomically); returns its bytes.
+
+  float_outputs: in INT8, outputs of the converted signature whose last
+  layers stay float (inference/tflite_heads.py: from each output back to
+  its convolutions; training.task.QuantizedServing.float_outputs).
+  """
   if not tf.io.gfile.exists(saved_model):
     raise FileNotFoundError(f'No SavedModel at {saved_model}; make one with '
                             'tools/export_savedmodel.py.')
@@ -122,17 +128,30 @@ def convert(saved_model: str, calibration: list[dict], precision: str,
   signature = (export_lib.NETWORK_SIGNATURE
                if export_lib.NETWORK_SIGNATURE in signatures
                else 'serving_default')
-  converter = tf.lite.TFLiteConverter.from_saved_model(
-      saved_model, signature_keys=[signature])
-  if precision == 'int8':
-    if not calibration:
-      raise ValueError('INT8 needs calibration samples: give '
-                       '--calibration_dataset.')
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: iter(calibration)
-    converter.target_spec.supported_ops = [
-        tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-  content = converter.convert()
+
+  def converter(*ops):
+    c = tf.lite.TFLiteConverter.from_saved_model(saved_model,
+                                                 signature_keys=[signature])
+    if precision == 'int8':
+      c.optimizations = [tf.lite.Optimize.DEFAULT]
+      c.representative_dataset = lambda: iter(calibration)
+      c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                     *ops]
+    return c
+
+  if precision == 'int8' and not calibration:
+    raise ValueError('INT8 needs calibration samples: give '
+                     '--calibration_dataset.')
+  content = converter().convert()
+  if precision == 'int8' and float_outputs:
+    # The INT8 model again, its heads' ops denylisted (float kernels).
+    head = tflite_heads.head_ops(content, signature, float_outputs)
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter(tf.lite.OpsSet.TFLITE_BUILTINS),
+        debug_dataset=lambda: iter(calibration[:1]),
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_nodes=[op['name'] for op in head]))
+    content = debugger.get_nondebug_quantized_model()
   staged_files.write_bytes(output, content)
   return len(content)
 
@@ -162,10 +181,15 @@ def main(argv):
     accuracy_task = inference_run.load_task(gin_files, f.gin_param, f.dataset)
     accuracy_task.data.check()
     check_held_out(calibration, accuracy_task)
-  size = convert(f.saved_model, calibration, f.precision, f.output)
+  float_outputs = (getattr(cal_task, 'float_outputs', ())
+                   if f.precision == 'int8' else ())
+  size = convert(f.saved_model, calibration, f.precision, f.output,
+                 float_outputs)
   print(f'Wrote {f.output}: {f.precision}, {size / 1e6:.2f} MB'
         + (f', calibrated on {len(calibration)} samples of '
-           f'{f.calibration_dataset}' if calibration else ''))
+           f'{f.calibration_dataset}' if calibration else '')
+        + (f'; float: the layers making {", ".join(float_outputs)}'
+           if float_outputs else ''))
   return 0
 
 

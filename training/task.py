@@ -259,7 +259,15 @@ class QuantizedServing(Protocol):
   that INT8 should not touch (SSD's box decoding and NMS): the export adds
   `network_fn`'s signature (`network`), tools/quantize_tflite.py quantizes
   that one, and the TFLite backend applies `postprocess` to its outputs,
-  so serving_fn(model)(x) == postprocess(network_fn(model)(x))."""
+  so serving_fn(model)(x) == postprocess(network_fn(model)(x)).
+
+  Attributes:
+    float_outputs: `network` outputs whose last layers (back to and with
+      the convolutions that make them) stay float in the INT8 model: an
+      output one int8 scale cannot resolve (SSD's class logits).
+  """
+
+  float_outputs: tuple = ()
 
   def network_fn(self, model):
     """A tf.function from the serving inputs to the network's outputs."""

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from inference import backend as backends
 from inference import sample_library
+from inference import tflite_heads
 from models import backbone_checkpoint
 from models import layers
 from tests import helpers
@@ -36,11 +37,17 @@ def models(ssd_data, tmp_path_factory):
       'CHECKPOINT_EVERY_STEPS': 6, 'METRIC_PROCESSES': 0,
       'DETERMINISTIC': True}.items()])
   saved = helpers.export(GIN, ssd_data, model_dir, str(folder / 'saved'))
-  int8 = str(folder / 'int8.tflite')
-  quantize_tflite.convert(saved, quantize_tflite.first_samples(
-      helpers.inference_task(GIN, os.path.join(ssd_data, 'calibration')), 8),
-                          'int8', int8)
-  return saved, int8
+  return saved, _int8(saved, ssd_data, str(folder / 'int8.tflite'))
+
+
+def _int8(saved, ssd_data, path):
+  """tools/quantize_tflite.py's INT8 model of the export, as its main()
+  makes it (the task's float_outputs: the class heads)."""
+  task = helpers.inference_task(GIN, os.path.join(ssd_data, 'calibration'))
+  assert task.float_outputs == ('class_logits',)
+  quantize_tflite.convert(saved, quantize_tflite.first_samples(task, 8),
+                          'int8', path, task.float_outputs)
+  return path
 
 
 def test_int8_detections_keep_the_serving_layout(models, ssd_data):
@@ -49,8 +56,15 @@ def test_int8_detections_keep_the_serving_layout(models, ssd_data):
   interpreter = litert.Interpreter(model_path=int8)
   # The network alone is converted: NMS stays float, on the host.
   assert list(interpreter.get_signature_list()) == ['network']
+  # INT8 but the class heads (float_outputs): their six convolutions and
+  # what follows them compute in float, the box heads' six in int8.
+  content = open(int8, 'rb').read()
+  for output, dtype in (('class_logits', np.float32), ('box_codes', np.int8)):
+    convs = [op['dtype'] for op in tflite_heads.head_ops(
+        content, 'network', [output]) if op['op'] == 'CONV_2D']
+    assert convs == [dtype] * 6, (output, convs)
   details = interpreter.get_tensor_details()
-  assert sum(d['dtype'] == np.int8 for d in details) > len(details) // 2
+  assert sum(d['dtype'] == np.int8 for d in details) > 100
   task = helpers.inference_task(GIN, ssd_data)
   library = sample_library.EvalSampleLibrary(task=task, count=4)
   library.load(range(4))
@@ -112,16 +126,13 @@ def test_cli_refuses_a_network_only_model_for_a_task_without_postprocess(
 def test_quantization_aware_export_converts_to_the_weights_it_trained(
     models, ssd_data, tmp_path):
   """gin/ssd_mobilenet_qat.gin's model (every kernel on its int8 grid),
-  exported from a run and converted: the INT8 heads hold exactly the
-  rounded kernels (the round ops fold away; no second rounding)."""
+  exported from a run and converted: the INT8 box heads hold exactly the
+  rounded kernels, and the float class heads (float_outputs) the rounded
+  kernels too, in float: the export computes with what training did."""
   run_dir = os.path.join(os.path.dirname(models[0]), 'run')
-  params = [f'INIT_CHECKPOINT = {run_dir!r}']
   saved = helpers.export(QAT_GIN, ssd_data, run_dir, str(tmp_path / 'saved'),
-                         params)
-  int8 = str(tmp_path / 'int8.tflite')
-  quantize_tflite.convert(saved, quantize_tflite.first_samples(
-      helpers.inference_task(GIN, os.path.join(ssd_data, 'calibration')), 8),
-                          'int8', int8)
+                         [f'INIT_CHECKPOINT = {run_dir!r}'])
+  int8 = _int8(saved, ssd_data, str(tmp_path / 'int8.tflite'))
   from ai_edge_litert import interpreter as litert
   interpreter = litert.Interpreter(
       model_path=int8, experimental_op_resolver_type=(
@@ -129,18 +140,21 @@ def test_quantization_aware_export_converts_to_the_weights_it_trained(
   interpreter.allocate_tensors()
   by_shape = {}
   for t in interpreter.get_tensor_details():
-    if t['dtype'] == np.int8 and len(t['shape']) == 4:
+    if len(t['shape']) == 4 and t['dtype'] in (np.int8, np.float32):
       by_shape.setdefault(tuple(t['shape']), []).append(t)
   trained = helpers.checkpoint_tensors(run_dir)
-  checked = 0
-  for head in ('ssd/class_net/class-3', 'ssd/box_net/box-3'):
+  for head, dtype in (('ssd/class_net/class-3', np.float32),
+                      ('ssd/box_net/box-3', np.int8)):
     kernel = trained[backbone_checkpoint.suite_checkpoint_key(
         f'{head}/kernel', 'params')]
     h, w, cin, cout = kernel.shape
-    (t,) = by_shape[(cout, h, w, cin)]  # One tensor of that shape.
-    stored = (interpreter.get_tensor(t['index']).transpose(1, 2, 3, 0) *
-              t['quantization_parameters']['scales'])
+    weights = [t for t in by_shape[(cout, h, w, cin)]
+               if t['name'] != 'network_images:0']
+    assert [t['dtype'] for t in weights] == [dtype], head
+    (t,) = weights
+    stored = interpreter.get_tensor(t['index']).transpose(1, 2, 3, 0)
+    if dtype == np.int8:
+      stored = stored * t['quantization_parameters']['scales']
     want = layers.int8_kernel(tf.constant(kernel)).numpy()
     np.testing.assert_allclose(stored, want, atol=1e-5 * np.abs(want).max())
-    checked += 1
-  assert checked == 2
+    assert np.abs(stored - kernel).max() > 1e-4 * np.abs(kernel).max()
