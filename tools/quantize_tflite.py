@@ -26,7 +26,10 @@ A SavedModel with a `network` signature (SSD's: the network without its
 box decoding and NMS; training.task.QuantizedServing) has that signature
 converted instead: the harness's TFLite backend runs the task's float
 post-processing on its outputs, as the TF object-detection API's INT8 SSDs
-keep their post-processing in float.
+keep their post-processing in float. The layers making the outputs the
+task names in `float_outputs` (SSD's class logits) stay float too
+(inference/tflite_heads.py; the converter's QuantizationDebugger
+denylists them).
 """
 
 import hashlib

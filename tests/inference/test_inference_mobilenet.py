@@ -92,7 +92,8 @@ def test_accuracy_mode_gates_int8_at_v05s_98_percent_of_fp32(
              '--settings=v0.5', '--scenario=Offline')
   int8, ratio, fp32, verdict = helpers.quality_gate(done, 98)
   assert int8 == pytest.approx(ratio / 100 * fp32, abs=2e-4)
-  assert verdict == ('PASSED' if ratio >= 98 else 'FAILED')
+  if abs(ratio - 98) > 0.01:  # The printed ratio is rounded: not at 98.
+    assert verdict == ('PASSED' if ratio > 98 else 'FAILED'), done.stdout
   assert done.returncode == (0 if verdict == 'PASSED' else 1)
   assert (tmp_path / 'reference_fp32' / 'mlperf_log_accuracy.json').exists()
 

@@ -102,7 +102,12 @@ def test_accuracy_mode_gates_int8_at_v05s_99_percent_of_fp32(
   int8_map, ratio, fp32_map, verdict = helpers.quality_gate(done, 99)
   if fp32_map > 0:
     assert int8_map == pytest.approx(ratio / 100 * fp32_map, abs=2e-4)
-  assert verdict == ('PASSED' if int8_map >= 0.99 * fp32_map else 'FAILED')
+  # The verdict follows the unrounded qualities; the line prints them to 4
+  # decimals and the ratio to 2, so the test judges by the ratio away from
+  # the gate. (A 6-step model's mAP can print as 0.0000: then either.)
+  if fp32_map > 0 and abs(ratio - 99) > 0.01:
+    assert verdict == ('PASSED' if ratio > 99 else 'FAILED'), done.stdout
+  assert verdict in ('PASSED', 'FAILED')
   assert done.returncode == (0 if verdict == 'PASSED' else 1)
   assert (tmp_path / 'reference_fp32' / 'mlperf_log_accuracy.json').exists()
 
