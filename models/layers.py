@@ -90,6 +90,16 @@ def int8_kernel(kernel, channel_axis: int = -1) -> tf.Tensor:
   return kernel + tf.stop_gradient(rounded - kernel)
 
 
+def compute_kernel(kernel, dtype: tf.DType, *, int8: bool,
+                   channel_axis: int = -1) -> tf.Tensor:
+  """A convolution kernel as the forward pass uses it: on its INT8 grid
+  (int8_kernel) when `int8` (quantization-aware training), then cast to the
+  compute dtype."""
+  if int8:
+    kernel = int8_kernel(kernel, channel_axis)
+  return tf.cast(kernel, dtype)
+
+
 def is_decay_exempt(name: str) -> bool:
   """Batch-norm parameters and biases take no weight decay (nor LARS scaling)."""
   base = name.split(':')[0]

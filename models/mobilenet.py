@@ -126,10 +126,9 @@ class MobileNetV1(tf.Module):
   def kernel(self, name: str, channel_axis: int = -1) -> tf.Tensor:
     """Convolution `{name}/kernel` in the compute dtype (on its INT8 grid
     when quantization-aware)."""
-    kernel = self.params[f'{name}/kernel']
-    if self.quantization_aware:
-      kernel = layers.int8_kernel(kernel, channel_axis)
-    return tf.cast(kernel, self.dtype)
+    return layers.compute_kernel(self.params[f'{name}/kernel'], self.dtype,
+                                 int8=self.quantization_aware,
+                                 channel_axis=channel_axis)
 
   def __call__(self, images, *, training: bool):
     """(float32 logits [B, classes], the new moving statistics: {} in

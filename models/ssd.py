@@ -117,10 +117,9 @@ class SSD(tf.Module):
                                               name=f'{name}/bias')
 
   def _apply(self, x, name, stride=1, padding='SAME', relu=True):
-    kernel = self.params[f'{name}/kernel']
-    if self.quantization_aware:
-      kernel = layers.int8_kernel(kernel)
-    y = tf.nn.conv2d(x, tf.cast(kernel, self.dtype), stride, padding)
+    kernel = layers.compute_kernel(self.params[f'{name}/kernel'], self.dtype,
+                                   int8=self.quantization_aware)
+    y = tf.nn.conv2d(x, kernel, stride, padding)
     y = y + tf.cast(self.params[f'{name}/bias'], self.dtype)
     return tf.nn.relu(y) if relu else y
 

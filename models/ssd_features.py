@@ -332,10 +332,8 @@ class MobileNetFeatures(tf.Module):
   def kernel(self, name: str) -> tf.Tensor:
     """`{name}/kernel` in the compute dtype, on its INT8 grid when the
     backbone is quantization-aware."""
-    kernel = self.params[f'{name}/kernel']
-    if self.backbone.quantization_aware:
-      kernel = layers.int8_kernel(kernel)
-    return tf.cast(kernel, self.dtype)
+    return layers.compute_kernel(self.params[f'{name}/kernel'], self.dtype,
+                                 int8=self.backbone.quantization_aware)
 
   def load_backbone(self, path: str) -> int:
     return backbone_checkpoint.load_mobilenet(self.backbone, path)

@@ -134,6 +134,10 @@ class SsdTask:
                         'scores': tf.float32, 'classes': tf.int32,
                         'mask': tf.float32}
   higher_is_better = True
+  # In INT8 the class heads stay float: one int8 scale over every box's
+  # logits, set by the background's (up to ~60), steps 0.3 a logit (+-15%
+  # on a score); int8 there cost 2-3% of the mAP (docs/inference.md).
+  float_outputs = ('class_logits',)
 
   def __init__(self, *, model, data: CocoInput, target_map: float = 0.23,
                backbone_checkpoint: str = '', init_checkpoint: str = '',
@@ -252,11 +256,6 @@ class SsdTask:
       return self.postprocess(network(images))
 
     return serve
-
-  # In INT8 the class heads stay float: one int8 scale over every box's
-  # logits, set by the background's (up to ~60), steps 0.3 a logit (+-15%
-  # on a score); int8 there cost 2-3% of the mAP (docs/inference.md).
-  float_outputs = ('class_logits',)
 
   def network_fn(self, model):
     """Images -> the network's `class_logits` and `box_codes`: the part an

@@ -132,10 +132,10 @@ def convert(saved_model: str, calibration: list[dict], precision: str,
                if export_lib.NETWORK_SIGNATURE in signatures
                else 'serving_default')
 
-  def converter(*ops):
+  def converter(kind, *ops):
     c = tf.lite.TFLiteConverter.from_saved_model(saved_model,
                                                  signature_keys=[signature])
-    if precision == 'int8':
+    if kind == 'int8':
       c.optimizations = [tf.lite.Optimize.DEFAULT]
       c.representative_dataset = lambda: iter(calibration)
       c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
@@ -145,16 +145,20 @@ def convert(saved_model: str, calibration: list[dict], precision: str,
   if precision == 'int8' and not calibration:
     raise ValueError('INT8 needs calibration samples: give '
                      '--calibration_dataset.')
-  content = converter().convert()
   if precision == 'int8' and float_outputs:
-    # The INT8 model again, its heads' ops denylisted (float kernels).
-    head = tflite_heads.head_ops(content, signature, float_outputs)
+    # The heads' ops, found in a float conversion (uncalibrated, seconds):
+    # the INT8 conversion names its ops alike, and adds only the outputs'
+    # dequantize ops.
+    head = tflite_heads.head_ops(converter('float32').convert(), signature,
+                                 float_outputs)
     debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter(tf.lite.OpsSet.TFLITE_BUILTINS),
+        converter=converter(precision, tf.lite.OpsSet.TFLITE_BUILTINS),
         debug_dataset=lambda: iter(calibration[:1]),
         debug_options=tf.lite.experimental.QuantizationDebugOptions(
             denylisted_nodes=[op['name'] for op in head]))
     content = debugger.get_nondebug_quantized_model()
+  else:
+    content = converter(precision).convert()
   staged_files.write_bytes(output, content)
   return len(content)
 
