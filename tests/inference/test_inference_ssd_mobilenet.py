@@ -1,6 +1,6 @@
 """MLPerf Inference v0.5's `ssd-mobilenet` end to end: a briefly trained
-quickstart SSD-MobileNet-v1, exported with NMS in its serving signature,
-quantized to INT8 on held-out training canvases, and served by LoadGen in
+quickstart SSD-MobileNet-v1, exported as the INT8 recipe exports it
+(quantization-aware) with NMS in its serving signature, quantized to INT8 on held-out training canvases, and served by LoadGen in
 accuracy mode against the FP32 SavedModel at v0.5's 99% gate."""
 
 import os
@@ -17,7 +17,7 @@ from models import layers
 from tests import helpers
 from tools import quantize_tflite
 
-# End-to-end (about 55 s: a run, an export, the converter, two
+# End-to-end (about 75 s alone: a run, an export, the converter, two
 # LoadGen accuracy runs): the one test of the SSD serving signature in INT8.
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,10 @@ QAT_GIN = 'gin/ssd_mobilenet_qat.gin'
 
 @pytest.fixture(scope='module')
 def models(ssd_data, tmp_path_factory):
-  """(SavedModel dir, INT8 .tflite path) of a 6-step quickstart run."""
+  """(SavedModel dir, INT8 .tflite path, run dir) of a 6-step quickstart
+  run exported as the INT8 recipe exports it: through
+  gin/ssd_mobilenet_qat.gin (every kernel on its int8 grid), from the run
+  (INIT_CHECKPOINT; the export reads the run's checkpoint)."""
   folder = tmp_path_factory.mktemp('ssd_mobilenet')
   model_dir = str(folder / 'run')
   helpers.run_gin([GIN], [f'{k} = {v}' for k, v in {
@@ -36,8 +39,9 @@ def models(ssd_data, tmp_path_factory):
       'TRAIN_STEPS': 6, 'STEPS_PER_LOOP': 3, 'EVAL_EVERY_STEPS': 6,
       'CHECKPOINT_EVERY_STEPS': 6, 'METRIC_PROCESSES': 0,
       'DETERMINISTIC': True}.items()])
-  saved = helpers.export(GIN, ssd_data, model_dir, str(folder / 'saved'))
-  return saved, _int8(saved, ssd_data, str(folder / 'int8.tflite'))
+  saved = helpers.export(QAT_GIN, ssd_data, model_dir, str(folder / 'saved'),
+                         [f'INIT_CHECKPOINT = {model_dir!r}'])
+  return saved, _int8(saved, ssd_data, str(folder / 'int8.tflite')), model_dir
 
 
 def _int8(saved, ssd_data, path):
@@ -51,7 +55,7 @@ def _int8(saved, ssd_data, path):
 
 
 def test_int8_detections_keep_the_serving_layout(models, ssd_data):
-  saved, int8 = models
+  saved, int8, _ = models
   from ai_edge_litert import interpreter as litert
   interpreter = litert.Interpreter(model_path=int8)
   # The network alone is converted: NMS stays float, on the host.
@@ -94,7 +98,7 @@ def test_int8_detections_keep_the_serving_layout(models, ssd_data):
 
 def test_accuracy_mode_gates_int8_at_v05s_99_percent_of_fp32(
     models, ssd_data, tmp_path):
-  saved, int8 = models
+  saved, int8, _ = models
   done = helpers.run_inference(
       f'--gin_file={GIN}', f'--saved_model={saved}', f'--tflite={int8}',
       f'--dataset={ssd_data}', f'--output_dir={tmp_path}', '--mode=accuracy',
@@ -129,15 +133,12 @@ def test_cli_refuses_a_network_only_model_for_a_task_without_postprocess(
 
 
 def test_quantization_aware_export_converts_to_the_weights_it_trained(
-    models, ssd_data, tmp_path):
-  """gin/ssd_mobilenet_qat.gin's model (every kernel on its int8 grid),
-  exported from a run and converted: the INT8 box heads hold exactly the
-  rounded kernels, and the float class heads (float_outputs) the rounded
-  kernels too, in float: the export computes with what training did."""
-  run_dir = os.path.join(os.path.dirname(models[0]), 'run')
-  saved = helpers.export(QAT_GIN, ssd_data, run_dir, str(tmp_path / 'saved'),
-                         [f'INIT_CHECKPOINT = {run_dir!r}'])
-  int8 = _int8(saved, ssd_data, str(tmp_path / 'int8.tflite'))
+    models):
+  """The fixture's model (gin/ssd_mobilenet_qat.gin's), exported from a run
+  and converted: the INT8 box heads hold exactly the rounded kernels, and
+  the float class heads (float_outputs) the rounded kernels too, in float:
+  the export computes with what training did."""
+  _, int8, run_dir = models
   from ai_edge_litert import interpreter as litert
   interpreter = litert.Interpreter(
       model_path=int8, experimental_op_resolver_type=(
