@@ -1,0 +1,219 @@
+"""The rules of Go as MiniGo plays them, for any board size.
+
+MiniGo's engine (go.py of Google's v0.7 submission and of the MLPerf
+reference) in its essentials: stones captured when their group has no
+liberty left, suicide illegal, simple ko (the one stone just captured may
+not be retaken at once), area scoring (stones plus territory reached by one
+colour only) with komi 7.5, the game over after two passes in a row. The
+board size is a parameter of the position, not of the module (their engine
+reads BOARD_SIZE from the environment at import, so 9x9 and 19x19 cannot
+share a process; pettingzoo's copy of it does the same).
+
+Points are flat indices, row by row (`row * size + column`; (0, 0) the top
+left, as theirs); the pass is `size * size`. Colours: BLACK 1, WHITE -1,
+EMPTY 0.
+"""
+
+import functools
+
+import numpy as np
+
+BLACK, WHITE, EMPTY = 1, -1, 0
+KOMI = 7.5
+# Boards kept besides the current one: mlperf07 features' last 4 boards.
+HISTORY = 3
+
+
+class IllegalMove(ValueError):
+  pass
+
+
+@functools.lru_cache(maxsize=None)
+def neighbours(size: int) -> tuple[tuple[int, ...], ...]:
+  """Each point's orthogonal neighbours on a size x size board."""
+  out = []
+  for p in range(size * size):
+    r, c = divmod(p, size)
+    out.append(tuple(
+        (r + dr) * size + c + dc
+        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1))
+        if 0 <= r + dr < size and 0 <= c + dc < size))
+  return tuple(out)
+
+
+def group(board: np.ndarray, point: int, size: int):
+  """(stones, liberties) of the group at `point`: sets of flat points."""
+  near = neighbours(size)
+  colour = board[point]
+  stones, liberties, frontier = {point}, set(), [point]
+  while frontier:
+    for n in near[frontier.pop()]:
+      if board[n] == colour:
+        if n not in stones:
+          stones.add(n)
+          frontier.append(n)
+      elif board[n] == EMPTY:
+        liberties.add(n)
+  return stones, liberties
+
+
+class Position:
+  """A position: the board, whose turn, the ko point, the last boards.
+
+  Immutable: `play` returns a new position.
+  """
+
+  __slots__ = ('size', 'board', 'to_play', 'ko', 'n', 'passes', 'history',
+               'komi')
+
+  def __init__(self, size: int, *, komi: float = KOMI, board=None,
+               to_play: int = BLACK, ko: int = -1, n: int = 0,
+               passes: int = 0, history: tuple = ()):
+    self.size = size
+    self.board = (np.zeros(size * size, np.int8) if board is None
+                  else np.asarray(board, np.int8).reshape(size * size))
+    self.to_play, self.ko, self.n = to_play, ko, n
+    self.passes, self.history, self.komi = passes, history, komi
+
+  @classmethod
+  def from_rows(cls, rows: list[str], to_play: int = BLACK, **kwargs):
+    """A position drawn as text: 'X' black, 'O' white, '.' empty."""
+    values = {'X': BLACK, 'O': WHITE, '.': EMPTY}
+    board = [values[ch] for row in rows for ch in row.replace(' ', '')]
+    return cls(len(rows), board=board, to_play=to_play, **kwargs)
+
+  @property
+  def pass_move(self) -> int:
+    return self.size * self.size
+
+  def __str__(self):
+    chars = {BLACK: 'X', WHITE: 'O', EMPTY: '.'}
+    return '\n'.join(''.join(chars[v] for v in row)
+                     for row in self.board.reshape(self.size, self.size))
+
+  # -- Rules -------------------------------------------------------------
+
+  def is_suicide(self, point: int) -> bool:
+    """Would `to_play` at the empty `point` leave its own group without a
+    liberty while capturing nothing?"""
+    board, colour = self.board, self.to_play
+    for n in neighbours(self.size)[point]:
+      if board[n] == EMPTY:
+        return False
+    for n in neighbours(self.size)[point]:
+      _, liberties = group(board, n, self.size)
+      if board[n] == colour and liberties != {point}:
+        return False  # Joins a group with a liberty elsewhere.
+      if board[n] == -colour and liberties == {point}:
+        return False  # Captures.
+    return True
+
+  def is_legal(self, move: int) -> bool:
+    if move == self.pass_move:
+      return True
+    if not 0 <= move < self.pass_move:
+      return False
+    return (self.board[move] == EMPTY and move != self.ko
+            and not self.is_suicide(move))
+
+  def legal_moves(self) -> np.ndarray:
+    """[size * size + 1] bool: the points to_play may play, then the pass
+    (always legal)."""
+    legal = np.append(self.board == EMPTY, True)
+    # Only points whose every neighbour is a stone can be suicide.
+    grid = np.pad(np.abs(self.board.reshape(self.size, self.size)), 1,
+                  constant_values=1)
+    surrounded = (grid[:-2, 1:-1] & grid[2:, 1:-1] & grid[1:-1, :-2]
+                  & grid[1:-1, 2:]).ravel().astype(bool)
+    for point in np.flatnonzero(surrounded & legal[:-1]):
+      legal[point] = not self.is_suicide(int(point))
+    if self.ko >= 0:
+      legal[self.ko] = False
+    return legal
+
+  def play(self, move: int) -> 'Position':
+    """The position after to_play plays `move` (a flat point or the pass).
+
+    Raises:
+      IllegalMove: occupied, the ko point, suicide, or off the board.
+    """
+    history = (self.board,) + self.history[:HISTORY - 1]
+    if move == self.pass_move:
+      return Position(self.size, komi=self.komi, board=self.board,
+                      to_play=-self.to_play, n=self.n + 1,
+                      passes=self.passes + 1, history=history)
+    if not self.is_legal(move):
+      raise IllegalMove(f'{"Black" if self.to_play == BLACK else "White"} '
+                        f'at {move} (row {move // self.size}, column '
+                        f'{move % self.size}) is illegal:\n{self}')
+    board = self.board.copy()
+    colour = self.to_play
+    board[move] = colour
+    captured = set()
+    for n in neighbours(self.size)[move]:
+      if board[n] == -colour and n not in captured:
+        stones, liberties = group(board, n, self.size)
+        if not liberties:
+          captured |= stones
+    board[list(captured)] = EMPTY
+    ko = -1
+    if len(captured) == 1:
+      # Simple ko: a lone stone played into the opponent's eye that took
+      # one stone may be taken back at once, so that is forbidden.
+      stones, liberties = group(board, move, self.size)
+      if len(stones) == 1 and len(liberties) == 1:
+        ko = next(iter(captured))
+    return Position(self.size, komi=self.komi, board=board,
+                    to_play=-colour, ko=ko, n=self.n + 1, passes=0,
+                    history=history)
+
+  def is_game_over(self) -> bool:
+    return self.passes >= 2
+
+  # -- Counting ----------------------------------------------------------
+
+  def liberties(self) -> np.ndarray:
+    """[size * size] int: each stone's group's liberties, 0 on empty
+    points."""
+    out = np.zeros(self.size * self.size, np.int32)
+    for point in np.flatnonzero(self.board):
+      if not out[point]:
+        stones, liberties = group(self.board, int(point), self.size)
+        out[list(stones)] = len(liberties)
+    return out
+
+  def area(self) -> tuple[int, int]:
+    """(black, white) points: stones plus the empty regions bordered by
+    that colour alone (regions touching both, or neither, count for
+    nobody)."""
+    board = self.board
+    owner = board.astype(np.int32).copy()
+    seen = np.zeros_like(board, bool)
+    near = neighbours(self.size)
+    for start in np.flatnonzero(board == EMPTY):
+      if seen[start]:
+        continue
+      region, borders, frontier = [int(start)], set(), [int(start)]
+      seen[start] = True
+      while frontier:
+        for n in near[frontier.pop()]:
+          if board[n] == EMPTY:
+            if not seen[n]:
+              seen[n] = True
+              region.append(n)
+              frontier.append(n)
+          else:
+            borders.add(int(board[n]))
+      if len(borders) == 1:
+        owner[region] = borders.pop()
+    return int((owner == BLACK).sum()), int((owner == WHITE).sum())
+
+  def score(self) -> float:
+    """Black's area minus White's, minus komi (> 0: Black wins)."""
+    black, white = self.area()
+    return black - white - self.komi
+
+  def result(self) -> int:
+    """1 if Black wins, -1 if White does, 0 a draw (only with an integer
+    komi)."""
+    return int(np.sign(self.score()))
