@@ -9,6 +9,13 @@ board size is a parameter of the position, not of the module (their engine
 reads BOARD_SIZE from the environment at import, so 9x9 and 19x19 cannot
 share a process; pettingzoo's copy of it does the same).
 
+Positional superko, on by default: no move may recreate an arrangement of
+stones the game has had before. Google's C++ self-play, which played every
+v0.7 game, enforces it (cc/position.cc's UpdateLegalMoves with the tree's
+ZobristHistory, back to the game's first position); their Python go.py,
+the reference's rules, has simple ko only (`superko=False` is those rules).
+Arrangements are compared by a Zobrist hash, as theirs.
+
 Points are flat indices, row by row (`row * size + column`; (0, 0) the top
 left, as theirs); the pass is `size * size`. Colours: BLACK 1, WHITE -1,
 EMPTY 0.
@@ -26,6 +33,23 @@ HISTORY = 3
 
 class IllegalMove(ValueError):
   pass
+
+
+@functools.lru_cache(maxsize=None)
+def zobrist(size: int) -> np.ndarray:
+  """[size * size, 3] uint64: each (point, colour + 1)'s random key; a
+  stone arrangement's hash is the XOR of its stones' keys."""
+  keys = np.random.default_rng(size).integers(
+      1, 2**63, size=(size * size, 3), dtype=np.int64).astype(np.uint64)
+  keys[:, EMPTY + 1] = 0
+  return keys
+
+
+def stone_hash(board: np.ndarray, size: int) -> int:
+  keys = zobrist(size)
+  points = np.flatnonzero(board)
+  return int(np.bitwise_xor.reduce(keys[points, board[points] + 1])
+             if len(points) else 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,16 +88,25 @@ class Position:
   """
 
   __slots__ = ('size', 'board', 'to_play', 'ko', 'n', 'passes', 'history',
-               'komi')
+               'komi', 'superko', 'hash', 'seen')
 
   def __init__(self, size: int, *, komi: float = KOMI, board=None,
                to_play: int = BLACK, ko: int = -1, n: int = 0,
-               passes: int = 0, history: tuple = ()):
+               passes: int = 0, history: tuple = (), superko: bool = True,
+               seen: frozenset = frozenset()):
+    """Args (beyond the board's):
+      history: the boards before the last moves, newest first (at most
+        HISTORY; a pass repeats one).
+      superko: positional superko (module docstring).
+      seen: the hashes of the game's earlier arrangements (superko's).
+    """
     self.size = size
     self.board = (np.zeros(size * size, np.int8) if board is None
                   else np.asarray(board, np.int8).reshape(size * size))
     self.to_play, self.ko, self.n = to_play, ko, n
     self.passes, self.history, self.komi = passes, history, komi
+    self.superko, self.seen = superko, seen
+    self.hash = stone_hash(self.board, size)
 
   @classmethod
   def from_rows(cls, rows: list[str], to_play: int = BLACK, **kwargs):
@@ -113,8 +146,33 @@ class Position:
       return True
     if not 0 <= move < self.pass_move:
       return False
-    return (self.board[move] == EMPTY and move != self.ko
-            and not self.is_suicide(move))
+    if (self.board[move] != EMPTY or move == self.ko
+        or self.is_suicide(move)):
+      return False
+    return not self.superko or not self._repeats(
+        self._hash_after(move, self._captures(move)))
+
+  def _captures(self, move: int) -> set:
+    """The opponent stones to_play at the empty `move` would take."""
+    captured = set()
+    for n in neighbours(self.size)[move]:
+      if self.board[n] == -self.to_play and n not in captured:
+        stones, liberties = group(self.board, n, self.size)
+        if liberties == {move}:
+          captured |= stones
+    return captured
+
+  def _hash_after(self, move: int, captured) -> int:
+    """The arrangement's hash after to_play at `move` takes `captured`."""
+    keys = zobrist(self.size)
+    value = self.hash ^ int(keys[move, self.to_play + 1])
+    for p in captured:
+      value ^= int(keys[p, -self.to_play + 1])
+    return value
+
+  def _repeats(self, new_hash: int) -> bool:
+    """Does superko forbid an arrangement of this hash?"""
+    return self.superko and (new_hash == self.hash or new_hash in self.seen)
 
   def legal_moves(self) -> np.ndarray:
     """[size * size + 1] bool: the points to_play may play, then the pass
@@ -129,32 +187,43 @@ class Position:
       legal[point] = not self.is_suicide(int(point))
     if self.ko >= 0:
       legal[self.ko] = False
+    if self.superko and self.seen:
+      # A move captures only at the last liberty of an opponent group.
+      takes = {}
+      for point in np.flatnonzero(self.board == -self.to_play):
+        stones, liberties = group(self.board, int(point), self.size)
+        if len(liberties) == 1:
+          takes.setdefault(next(iter(liberties)), set()).update(stones)
+      for point in np.flatnonzero(legal[:-1]):
+        point = int(point)
+        legal[point] = not self._repeats(
+            self._hash_after(point, takes.get(point, ())))
     return legal
 
   def play(self, move: int) -> 'Position':
     """The position after to_play plays `move` (a flat point or the pass).
 
     Raises:
-      IllegalMove: occupied, the ko point, suicide, or off the board.
+      IllegalMove: occupied, the ko point, suicide, off the board, or (with
+        superko) an earlier arrangement again.
     """
     history = (self.board,) + self.history[:HISTORY - 1]
+    seen = self.seen | {self.hash} if self.superko else self.seen
     if move == self.pass_move:
       return Position(self.size, komi=self.komi, board=self.board,
                       to_play=-self.to_play, n=self.n + 1,
-                      passes=self.passes + 1, history=history)
-    if not self.is_legal(move):
+                      passes=self.passes + 1, history=history,
+                      superko=self.superko, seen=seen)
+    legal = (0 <= move < self.pass_move and self.board[move] == EMPTY
+             and move != self.ko and not self.is_suicide(move))
+    captured = self._captures(move) if legal else set()
+    if not legal or self._repeats(self._hash_after(move, captured)):
       raise IllegalMove(f'{"Black" if self.to_play == BLACK else "White"} '
                         f'at {move} (row {move // self.size}, column '
                         f'{move % self.size}) is illegal:\n{self}')
     board = self.board.copy()
     colour = self.to_play
     board[move] = colour
-    captured = set()
-    for n in neighbours(self.size)[move]:
-      if board[n] == -colour and n not in captured:
-        stones, liberties = group(board, n, self.size)
-        if not liberties:
-          captured |= stones
     board[list(captured)] = EMPTY
     ko = -1
     if len(captured) == 1:
@@ -165,7 +234,7 @@ class Position:
         ko = next(iter(captured))
     return Position(self.size, komi=self.komi, board=board,
                     to_play=-colour, ko=ko, n=self.n + 1, passes=0,
-                    history=history)
+                    history=history, superko=self.superko, seen=seen)
 
   def is_game_over(self) -> bool:
     return self.passes >= 2

@@ -101,6 +101,35 @@ def test_simple_ko_forbids_the_immediate_retake_only():
   assert two.play(_at(two, 1, 3)).ko == -1
 
 
+@pytest.mark.parametrize('superko', [True, False])
+def test_positional_superko_forbids_any_earlier_arrangement(superko):
+  # The ko above, taken by Black; then both pass (the pass ends simple ko):
+  # White's retake would recreate the board before Black took.
+  position = go.Position.from_rows([
+      '.XO..',
+      'XO.O.',
+      '.XO..',
+      '.....',
+      '.....'], superko=superko)
+  retake = _at(position, 1, 1)
+  later = position.play(_at(position, 1, 2))
+  later = later.play(later.pass_move).play(later.pass_move)
+  assert later.ko == -1 and later.to_play == go.WHITE
+  # Google's C++ self-play (superko) forbids it; their go.py allows it.
+  assert later.is_legal(retake) == (not superko)
+  assert later.legal_moves()[retake] == (not superko)
+  if superko:
+    with pytest.raises(go.IllegalMove):
+      later.play(retake)
+  else:
+    assert str(later.play(retake)) == str(position)
+  # Elsewhere the two rules agree.
+  simple = go.Position(5, board=later.board, to_play=later.to_play,
+                       superko=False).legal_moves()
+  assert np.flatnonzero(later.legal_moves() != simple).tolist() == (
+      [retake] if superko else [])
+
+
 def test_area_scoring_with_komi_and_two_passes_end_the_game():
   position = go.Position.from_rows([
       '..XO.',
@@ -222,7 +251,7 @@ def test_random_games_follow_minigos_own_engine():
   games = json.loads(done.stdout)
   captures = 0
   for game in games:
-    position = go.Position(7)
+    position = go.Position(7, superko=False)  # Their go.py's simple ko.
     for move, legal in zip(game['moves'], game['legal']):
       assert np.flatnonzero(position.legal_moves()).tolist() == legal
       before = np.count_nonzero(position.board)
