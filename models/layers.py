@@ -64,6 +64,13 @@ def variance_scaling(shape, seed, fan_in: int,
   return tf.random.stateless_truncated_normal(shape, seed=seed, stddev=stddev)
 
 
+def glorot_uniform(shape, seed, fan_in: int, fan_out: int) -> tf.Tensor:
+  """tf.layers' default kernel initialiser (Glorot and Bengio's uniform),
+  stateless."""
+  limit = math.sqrt(6.0 / (fan_in + fan_out))
+  return tf.random.stateless_uniform(shape, seed, -limit, limit)
+
+
 def int8_kernel(kernel, channel_axis: int = -1) -> tf.Tensor:
   """The kernel as TFLite's full-integer converter will store it, for
   quantization-aware training: each output channel rounded to its own

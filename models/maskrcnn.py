@@ -58,11 +58,6 @@ def _upsample2(x):
   return tf.reshape(tf.stack([rows, rows], axis=3), [-1, 2 * h, 2 * w, c])
 
 
-def _glorot_uniform(shape, seed, fan_in: int, fan_out: int):
-  limit = math.sqrt(6.0 / (fan_in + fan_out))
-  return tf.random.stateless_uniform(shape, seed, -limit, limit)
-
-
 class MaskRCNN(tf.Module):
   """Google's v0.7 Mask R-CNN network.
 
@@ -148,7 +143,7 @@ class MaskRCNN(tf.Module):
 
   def _init(self, shape, init, fan_in, fan_out):
     if init == 'glorot':
-      return _glorot_uniform(shape, self._next_seed(), fan_in, fan_out)
+      return layers.glorot_uniform(shape, self._next_seed(), fan_in, fan_out)
     return tf.random.stateless_normal(shape, self._next_seed(), stddev=init)
 
   def _conv(self, name, k, cin, cout, init):

@@ -111,8 +111,8 @@ class SSD(tf.Module):
   def _conv(self, name, k, cin, cout):
     self._counter += 1
     self.params[f'{name}/kernel'] = tf.Variable(
-        ssd_features.glorot_uniform([k, k, cin, cout], [self._seed, self._counter],
-                       k * k * cin, k * k * cout), name=f'{name}/kernel')
+        layers.glorot_uniform([k, k, cin, cout], [self._seed, self._counter],
+                             k * k * cin, k * k * cout), name=f'{name}/kernel')
     self.params[f'{name}/bias'] = tf.Variable(tf.zeros([cout]),
                                               name=f'{name}/bias')
 

@@ -24,7 +24,6 @@ makes; which pyramid is a gin choice (`models.ssd.SSD.features`):
   The heads are 1x1 (the config's `kernel_size: 1`).
 """
 
-import math
 from typing import Protocol
 
 import tensorflow as tf
@@ -94,12 +93,6 @@ class FeaturePyramid(Protocol):
   def load_backbone(self, path: str) -> int:
     """Initialises the backbone from a checkpoint of this suite, every
     name and shape checked first; returns the variables loaded."""
-
-
-def glorot_uniform(shape, seed, fan_in: int, fan_out: int) -> tf.Tensor:
-  """tf.layers' default kernel initialiser, stateless."""
-  limit = math.sqrt(6.0 / (fan_in + fan_out))
-  return tf.random.stateless_uniform(shape, seed, -limit, limit)
 
 
 def _half(n: int) -> int:
@@ -178,7 +171,7 @@ class ResNetFeatures(tf.Module):
                             ('conv3x3', 3, width(outer))):
         counter += 1
         name = f'ssd/block{level + 3}-{name}'
-        self.params[f'{name}/kernel'] = tf.Variable(glorot_uniform(
+        self.params[f'{name}/kernel'] = tf.Variable(layers.glorot_uniform(
             [k, k, cin, cout], [seed, counter], k * k * cin, k * k * cout),
                                                     name=f'{name}/kernel')
         self.params[f'{name}/bias'] = tf.Variable(tf.zeros([cout]),

@@ -165,10 +165,8 @@ class Transformer(tf.Module):
 
   def _glorot(self, name, fan_in, fan_out):
     self._counter += 1
-    limit = math.sqrt(6.0 / (fan_in + fan_out))
-    self._add(name, tf.random.stateless_uniform(
-        [fan_in, fan_out], seed=[self._seed, self._counter], minval=-limit,
-        maxval=limit))
+    self._add(name, layers.glorot_uniform(
+        [fan_in, fan_out], [self._seed, self._counter], fan_in, fan_out))
 
   def _layer_norm(self, name, width):
     self._add(f'{name}/gamma', tf.ones([width]))
