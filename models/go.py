@@ -93,12 +93,14 @@ class Position:
   def __init__(self, size: int, *, komi: float = KOMI, board=None,
                to_play: int = BLACK, ko: int = -1, n: int = 0,
                passes: int = 0, history: tuple = (), superko: bool = True,
-               seen: frozenset = frozenset()):
+               seen: frozenset = frozenset(),
+               stone_hash_: int | None = None):
     """Args (beyond the board's):
       history: the boards before the last moves, newest first (at most
         HISTORY; a pass repeats one).
       superko: positional superko (module docstring).
       seen: the hashes of the game's earlier arrangements (superko's).
+      stone_hash_: the board's hash when the caller has it (play).
     """
     self.size = size
     self.board = (np.zeros(size * size, np.int8) if board is None
@@ -106,7 +108,8 @@ class Position:
     self.to_play, self.ko, self.n = to_play, ko, n
     self.passes, self.history, self.komi = passes, history, komi
     self.superko, self.seen = superko, seen
-    self.hash = stone_hash(self.board, size)
+    self.hash = (stone_hash(self.board, size) if stone_hash_ is None
+                 else stone_hash_)
 
   @classmethod
   def from_rows(cls, rows: list[str], to_play: int = BLACK, **kwargs):
@@ -213,11 +216,12 @@ class Position:
       return Position(self.size, komi=self.komi, board=self.board,
                       to_play=-self.to_play, n=self.n + 1,
                       passes=self.passes + 1, history=history,
-                      superko=self.superko, seen=seen)
+                      superko=self.superko, seen=seen, stone_hash_=self.hash)
     legal = (0 <= move < self.pass_move and self.board[move] == EMPTY
              and move != self.ko and not self.is_suicide(move))
     captured = self._captures(move) if legal else set()
-    if not legal or self._repeats(self._hash_after(move, captured)):
+    new_hash = self._hash_after(move, captured) if legal else 0
+    if not legal or self._repeats(new_hash):
       raise IllegalMove(f'{"Black" if self.to_play == BLACK else "White"} '
                         f'at {move} (row {move // self.size}, column '
                         f'{move % self.size}) is illegal:\n{self}')
@@ -234,7 +238,8 @@ class Position:
         ko = next(iter(captured))
     return Position(self.size, komi=self.komi, board=board,
                     to_play=-colour, ko=ko, n=self.n + 1, passes=0,
-                    history=history, superko=self.superko, seen=seen)
+                    history=history, superko=self.superko, seen=seen,
+                    stone_hash_=new_hash)
 
   def is_game_over(self) -> bool:
     return self.passes >= 2
