@@ -88,18 +88,21 @@ class Position:
   """
 
   __slots__ = ('size', 'board', 'to_play', 'ko', 'n', 'passes', 'history',
-               'komi', 'superko', 'hash', 'seen')
+               'komi', 'superko', 'hash', 'seen', 'stones', 'peak', '_groups')
 
   def __init__(self, size: int, *, komi: float = KOMI, board=None,
                to_play: int = BLACK, ko: int = -1, n: int = 0,
                passes: int = 0, history: tuple = (), superko: bool = True,
-               seen: frozenset = frozenset(),
+               seen: frozenset = frozenset(), peak: int | None = None,
                stone_hash_: int | None = None):
     """Args (beyond the board's):
       history: the boards before the last moves, newest first (at most
         HISTORY; a pass repeats one).
       superko: positional superko (module docstring).
       seen: the hashes of the game's earlier arrangements (superko's).
+      peak: the most stones any of them had (None: unknown). A move
+        that leaves more stones on the board than that repeats none of
+        them, so superko need not hash it.
       stone_hash_: the board's hash when the caller has it (play).
     """
     self.size = size
@@ -110,6 +113,10 @@ class Position:
     self.superko, self.seen = superko, seen
     self.hash = (stone_hash(self.board, size) if stone_hash_ is None
                  else stone_hash_)
+    self.stones = int(np.count_nonzero(self.board))
+    self.peak = max(self.stones, size * size if peak is None and seen
+                    else peak or 0)
+    self._groups = None
 
   @classmethod
   def from_rows(cls, rows: list[str], to_play: int = BLACK, **kwargs):
@@ -177,30 +184,59 @@ class Position:
     """Does superko forbid an arrangement of this hash?"""
     return self.superko and (new_hash == self.hash or new_hash in self.seen)
 
+  def groups(self) -> tuple[list, list]:
+    """(label, groups): each point's group index (-1 on empty points) and
+    each group as (colour, stones, liberties); computed once a position."""
+    if self._groups is None:
+      board, near = self.board.tolist(), neighbours(self.size)
+      label, groups = [-1] * len(board), []
+      for start, colour in enumerate(board):
+        if not colour or label[start] >= 0:
+          continue
+        k = len(groups)
+        label[start] = k
+        stones, liberties, frontier = [start], set(), [start]
+        while frontier:
+          for n in near[frontier.pop()]:
+            v = board[n]
+            if v == colour and label[n] < 0:
+              label[n] = k
+              stones.append(n)
+              frontier.append(n)
+            elif v == EMPTY:
+              liberties.add(n)
+        groups.append((colour, stones, liberties))
+      self._groups = (label, groups)
+    return self._groups
+
   def legal_moves(self) -> np.ndarray:
     """[size * size + 1] bool: the points to_play may play, then the pass
     (always legal)."""
-    legal = np.append(self.board == EMPTY, True)
-    # Only points whose every neighbour is a stone can be suicide.
-    grid = np.pad(np.abs(self.board.reshape(self.size, self.size)), 1,
-                  constant_values=1)
-    surrounded = (grid[:-2, 1:-1] & grid[2:, 1:-1] & grid[1:-1, :-2]
-                  & grid[1:-1, 2:]).ravel().astype(bool)
-    for point in np.flatnonzero(surrounded & legal[:-1]):
-      legal[point] = not self.is_suicide(int(point))
-    if self.ko >= 0:
-      legal[self.ko] = False
-    if self.superko and self.seen:
-      # A move captures only at the last liberty of an opponent group.
-      takes = {}
-      for point in np.flatnonzero(self.board == -self.to_play):
-        stones, liberties = group(self.board, int(point), self.size)
-        if len(liberties) == 1:
-          takes.setdefault(next(iter(liberties)), set()).update(stones)
-      for point in np.flatnonzero(legal[:-1]):
-        point = int(point)
-        legal[point] = not self._repeats(
-            self._hash_after(point, takes.get(point, ())))
+    board, near = self.board.tolist(), neighbours(self.size)
+    label, groups = self.groups()
+    colour = self.to_play
+    # A move captures only at the last liberty of an opponent group.
+    takes = {}
+    for c, stones, liberties in groups:
+      if c == -colour and len(liberties) == 1:
+        takes.setdefault(next(iter(liberties)), []).extend(stones)
+    check_repeats = self.superko and bool(self.seen)
+    legal = np.zeros(len(board) + 1, bool)
+    legal[-1] = True
+    for point, v in enumerate(board):
+      if v != EMPTY or point == self.ko:
+        continue
+      captured = takes.get(point)
+      if not captured and all(board[n] != EMPTY for n in near[point]):
+        # Suicide unless it joins a group with another liberty.
+        if not any(board[n] == colour and
+                   len(groups[label[n]][2]) > 1 for n in near[point]):
+          continue
+      if check_repeats and self.stones + 1 - len(captured or ()) <= (
+          self.peak) and self._repeats(
+              self._hash_after(point, set(captured or ()))):
+        continue
+      legal[point] = True
     return legal
 
   def play(self, move: int) -> 'Position':
@@ -216,7 +252,8 @@ class Position:
       return Position(self.size, komi=self.komi, board=self.board,
                       to_play=-self.to_play, n=self.n + 1,
                       passes=self.passes + 1, history=history,
-                      superko=self.superko, seen=seen, stone_hash_=self.hash)
+                      superko=self.superko, seen=seen, peak=self.peak,
+                      stone_hash_=self.hash)
     legal = (0 <= move < self.pass_move and self.board[move] == EMPTY
              and move != self.ko and not self.is_suicide(move))
     captured = self._captures(move) if legal else set()
@@ -239,6 +276,7 @@ class Position:
     return Position(self.size, komi=self.komi, board=board,
                     to_play=-colour, ko=ko, n=self.n + 1, passes=0,
                     history=history, superko=self.superko, seen=seen,
+                    peak=self.peak,
                     stone_hash_=new_hash)
 
   def is_game_over(self) -> bool:
@@ -249,12 +287,9 @@ class Position:
   def liberties(self) -> np.ndarray:
     """[size * size] int: each stone's group's liberties, 0 on empty
     points."""
-    out = np.zeros(self.size * self.size, np.int32)
-    for point in np.flatnonzero(self.board):
-      if not out[point]:
-        stones, liberties = group(self.board, int(point), self.size)
-        out[list(stones)] = len(liberties)
-    return out
+    label, groups = self.groups()
+    counts = np.array([len(g[2]) for g in groups] + [0], np.int32)
+    return counts[np.asarray(label)]
 
   def area(self) -> tuple[int, int]:
     """(black, white) points: stones plus the empty regions bordered by

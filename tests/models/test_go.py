@@ -263,3 +263,27 @@ def test_random_games_follow_minigos_own_engine():
   assert captures > 20
   assert any(len(g['moves']) == 98 for g in games)
   assert any(len(g['moves']) < 98 for g in games)
+
+
+def test_the_legal_mask_is_each_moves_own_check_under_superko():
+  """legal_moves' shortcuts (groups computed once a position; no hashing
+  of moves that leave more stones than any earlier arrangement had) give
+  exactly is_legal's move-by-move answer, over random 4x4 games long
+  enough for captures and repeats."""
+  rng = np.random.default_rng(7)
+  repeats_refused = 0
+  for _ in range(4):
+    position = go.Position(4, komi=0.5)
+    while position.n < 150:
+      mask = position.legal_moves()
+      every = np.array([position.is_legal(m) for m in range(17)])
+      np.testing.assert_array_equal(mask, every)
+      simple = np.array([
+          position.board[m] == 0 and m != position.ko and
+          not position.is_suicide(m) for m in range(16)] + [True])
+      repeats_refused += int((simple & ~mask).sum())
+      moves = np.flatnonzero(mask[:-1])
+      position = position.play(int(rng.choice(moves)) if len(moves)
+                               else 16)
+      position.passes = 0  # Played on past two passes: more repeats.
+  assert repeats_refused > 0  # Superko did refuse moves in these games.

@@ -90,3 +90,24 @@ def test_l2_covers_kernels_and_gammas_not_biases_or_betas():
       n.endswith(('/bias', '/beta')) for n in net.params)
   with pytest.raises(ValueError, match='sizes must be >= 1'):
     minigo.DualNet(conv_width=0)
+
+
+def test_numpy_network_for_host_processes_matches():
+  """models/minigo_numpy.py (batch norm folded, host processes) gives
+  DualNet's inference: the policy's softmax and the value."""
+  from models import minigo_numpy
+  net = minigo.DualNet(board_size=5, conv_width=8, fc_width=6,
+                       trunk_layers=2, seed=4)
+  rng = np.random.default_rng(1)
+  for table in (net.params, net.state):
+    for name, v in table.items():
+      if not name.endswith('/kernel'):
+        base = 1.0 if name.endswith(('gamma', 'variance')) else 0.0
+        v.assign(base + rng.uniform(0.1, 0.5, v.shape).astype(np.float32))
+  x = rng.integers(0, 2, (3, 5, 5, 13)).astype(np.uint8)
+  logits, value, _ = net(tf.constant(x), training=False)
+  weights = {k: v.numpy() for k, v in {**net.params, **net.state}.items()}
+  policy, got_value = minigo_numpy.NumpyDualNet(weights)(x)
+  np.testing.assert_allclose(policy, tf.nn.softmax(logits).numpy(),
+                             rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(got_value, value.numpy(), rtol=1e-4, atol=1e-5)

@@ -1,0 +1,133 @@
+"""MiniGo's games, as work for host processes: a generation's self-play
+and the evaluation games against the target.
+
+No TensorFlow here (models/host_pool.py spawns these): the network is
+models/minigo_numpy.py's, from the weights the training process hands
+over. Each work function takes one picklable tuple and returns plain
+arrays and numbers.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from models import go
+from models import go_features
+from models import mcts
+from models import minigo_numpy
+from models import selfplay
+from models import uct_player
+
+
+def selfplay_work(work) -> dict:
+  """Plays `games` self-play games with `weights`; returns their examples
+  ('x' [n, size, size, 13] uint8, 'pi' [n, size * size + 1] float32,
+  'outcome' [n] float32) and counts ('games', 'moves', 'resigned',
+  'black_wins').
+
+  work: (weights, size, options: selfplay.SelfplayOptions, games,
+    concurrent games, seed).
+  """
+  weights, size, options, games, concurrent, seed = work
+  net = minigo_numpy.NumpyDualNet(weights)
+  xs, pis, outcomes = [], [], []
+  counts = dict(games=0, moves=0, resigned=0, black_wins=0)
+  for game in selfplay.play(net, size=size, games=games,
+                            concurrent=concurrent, options=options,
+                            seed=seed):
+    counts['games'] += 1
+    counts['moves'] += len(game.moves)
+    counts['resigned'] += int(game.resigned)
+    counts['black_wins'] += int(game.result > 0)
+    for example in game.examples:
+      xs.append(example.features)
+      pis.append(example.pi)
+      outcomes.append(example.value)
+  moves = size * size + 1
+  return dict(
+      x=np.asarray(xs, np.uint8).reshape(-1, size, size,
+                                         go_features.PLANES),
+      pi=np.asarray(pis, np.float32).reshape(-1, moves),
+      outcome=np.asarray(outcomes, np.float32), **counts)
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchOptions:
+  """The evaluation games: the network searching `readouts` a move
+  (Google's eval.flags: 100 on 19x19, no fast moves, no resignation,
+  value-init penalty 0.2) against the target (here models/uct_player's
+  UCT with `target_rollouts` a move); the network plays Black in the
+  even-numbered games."""
+  readouts: int = 100
+  virtual_losses: int = 4
+  target_rollouts: int = 64
+  komi: float = go.KOMI
+  superko: bool = True
+  search: mcts.SearchOptions = mcts.SearchOptions()
+
+
+class NetworkPlayer:
+  """Google's MCTS with the network, leaves evaluated `virtual_losses` at
+  a time; its tree follows both sides' moves."""
+
+  def __init__(self, net, position: go.Position, options: MatchOptions,
+               rng: np.random.Generator):
+    self.net, self.options, self.rng = net, options, rng
+    self.tree = mcts.Tree(position, options.search)
+
+  def select_move(self) -> int:
+    tree, target = self.tree, self.tree.root.N + self.options.readouts
+    while tree.root.N < target:
+      leaves = []
+      for _ in range(self.options.virtual_losses):
+        leaf = tree.select_leaf()
+        if leaf.game_over():
+          tree.incorporate_end_game_result(
+              leaf, 1.0 if leaf.position.score() > 0 else -1.0)
+        else:
+          tree.add_virtual_loss(leaf)
+          leaves.append(leaf)
+          if leaf is tree.root:
+            break
+        if tree.root.N >= target:
+          break
+      if leaves:
+        policies, values = self.net(np.stack(
+            [go_features.features(leaf.position) for leaf in leaves]))
+        for leaf, policy, value in zip(leaves, policies, values):
+          tree.incorporate_results(leaf, policy, float(value))
+          tree.revert_virtual_loss(leaf)
+    return tree.pick_move(self.rng)
+
+  def played(self, move: int) -> None:
+    self.tree.play_move(move)
+
+
+def match_work(work) -> dict:
+  """Plays games `first` .. `first + games - 1` of a match between the
+  network of `weights` and the target; returns {'wins', 'games',
+  'moves'} (wins: the network's).
+
+  work: (weights, size, options: MatchOptions, first, games, seed).
+  """
+  weights, size, options, first, games, seed = work
+  net = minigo_numpy.NumpyDualNet(weights)
+  wins = moves = 0
+  for index in range(first, first + games):
+    rng = np.random.default_rng([seed, index])
+    position = go.Position(size, komi=options.komi, superko=options.superko)
+    network = NetworkPlayer(net, position, options, rng)
+    target = uct_player.UctPlayer(options.target_rollouts,
+                                  seed=int(rng.integers(2**31)))
+    network_colour = go.BLACK if index % 2 == 0 else go.WHITE
+    while not network.tree.is_game_over():
+      position = network.tree.root.position
+      if position.to_play == network_colour:
+        move = network.select_move()
+      else:
+        move = target.select_move(position)
+      network.played(move)
+    final = network.tree.root.position
+    wins += int(np.sign(final.score()) == network_colour)
+    moves += final.n
+  return dict(wins=wins, games=games, moves=moves)
