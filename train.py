@@ -72,6 +72,7 @@ from training import evaluator as evaluator_lib
 from training import events
 from core import extras
 from training import faults
+from training import generations as generations_lib
 from training import mlperf_log
 from training import preemption
 from training import run_lock
@@ -250,6 +251,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
     return iter(plan.distribute(dataset_fn, schedule.global_batch_size,
                                 training=True))
 
+  own_evaluation = callable(getattr(task, 'make_evaluator', None))
   eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.
 
   def eval_fn(ctx):
@@ -259,10 +261,12 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
     return task.data.eval_dataset(ctx, global_batch_size=schedule.eval_batch,
                                   steps=steps)
 
-  eval_dataset = plan.distribute(eval_fn, schedule.eval_batch,
-                                 training=False)
-  if len(set(eval_steps)) != 1:
-    raise RuntimeError(f'Input pipelines disagree on eval steps: {eval_steps}')
+  if not own_evaluation:
+    eval_dataset = plan.distribute(eval_fn, schedule.eval_batch,
+                                   training=False)
+    if len(set(eval_steps)) != 1:
+      raise RuntimeError(
+          f'Input pipelines disagree on eval steps: {eval_steps}')
   num_eval_examples = task.data.num_eval_examples()
   mlperf.hyperparameters = mlperf_log.hyperparameters(
       task=task, optimizer=optimizer, learning_rate=lr,
@@ -270,21 +274,32 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       num_replicas=plan.replicas,
       num_eval_examples=num_eval_examples, total_steps=total_steps,
       seed=options.seed)
-  host_metric = task.host_metric()
-  # A per-host metric scores each host's own examples where the plan keeps
-  # each host's outputs on it.
-  per_host = task_lib.is_per_host(host_metric) and plan.per_host_outputs
-  evaluator = evaluator_lib.Evaluator(
-      worker_sum=worker_sum,
-      eval_loop=plan.on_devices(step_lib.make_eval_loop(
-          strategy=plan.strategy, model=model, task=task,
-          local_outputs=per_host)),
-      make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
-      task=task, chief=chief, expected_count=num_eval_examples,
-      steps_per_loop=options.eval_steps_per_loop,
-      asynchronous=options.asynchronous_eval,
-      host_timeout_seconds=options.host_metric_timeout_seconds,
-      host_metric=host_metric, per_host=per_host, worker_id=worker_id)
+  if own_evaluation:  # Not eval batches on the devices (MiniGo's games).
+    evaluator = task.make_evaluator(model, chief=chief,
+                                    worker_sum=worker_sum)
+  else:
+    host_metric = task.host_metric()
+    # A per-host metric scores each host's own examples where the plan
+    # keeps each host's outputs on it.
+    per_host = task_lib.is_per_host(host_metric) and plan.per_host_outputs
+    evaluator = evaluator_lib.Evaluator(
+        worker_sum=worker_sum,
+        eval_loop=plan.on_devices(step_lib.make_eval_loop(
+            strategy=plan.strategy, model=model, task=task,
+            local_outputs=per_host)),
+        make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
+        task=task, chief=chief, expected_count=num_eval_examples,
+        steps_per_loop=options.eval_steps_per_loop,
+        asynchronous=options.asynchronous_eval,
+        host_timeout_seconds=options.host_metric_timeout_seconds,
+        host_metric=host_metric, per_host=per_host, worker_id=worker_id)
+  generations = None
+  if callable(getattr(task.data, 'produce', None)):
+    generations = generations_lib.GenerationRunner(
+        data=task.data,
+        variables=[*model.trainable_variables, *model.state.values()],
+        worker_id=worker_id, worker_sum=worker_sum,
+        directory=os.path.join(model_dir, 'generations'))
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
                                    task=task, chief=chief, worker_id=worker_id,
@@ -339,7 +354,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
       actions=run_actions, learning_rate=lr,
       explain_input_error=task.explain_input_error, check_start=check_start,
       watchdog=watchdog_lib.Watchdog(
-          warn_after=options.stall_warning_seconds))
+          warn_after=options.stall_warning_seconds),
+      generations=generations)
   try:
     result = controller.run()
   except Exception as e:

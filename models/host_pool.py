@@ -11,16 +11,22 @@ its exit, and the next `map` starts fresh processes: concurrent.futures
 notices a dead worker, where multiprocessing.Pool replaces it and waits
 forever for the work it took.
 
+The processes start without the parent's main module: spawn would import
+it again in each (train.py: TensorFlow, seconds and ~600 MB a process),
+and the work needs only its own module.
+
 A worker whose owner dies without stopping it (SIGKILL after a preemption's
 grace, the OOM killer) exits within ORPHAN_POLL_SECONDS: it would otherwise
 wait on its queue for ever, holding its memory.
 """
 
 import atexit
+import contextlib
 import concurrent.futures
 from concurrent.futures import process as futures_process
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from typing import Callable, Sequence
@@ -58,7 +64,9 @@ class HostPool:
         _at_exit(self.close)
         self._registered = True
     try:
-      return list(self._executor.map(fn, work))
+      with _without_main_module():  # Processes start as work is submitted.
+        results = self._executor.map(fn, work)
+      return list(results)
     except futures_process.BrokenProcessPool as e:
       # The executor stops the others with SIGTERM (-15) once one is dead.
       codes = sorted({p.exitcode for p in _processes(self._executor)
@@ -83,6 +91,29 @@ class HostPool:
 
   def __del__(self):
     self.close()
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_main_module():
+  """Inside, __main__ has no file or spec, so processes spawned here do not
+  import it (multiprocessing.spawn.get_preparation_data)."""
+  main = sys.modules.get('__main__')
+  with _MAIN_LOCK:
+    saved = {k: main.__dict__[k] for k in ('__file__', '__spec__')
+             if main is not None and k in main.__dict__}
+    try:
+      if main is not None:
+        main.__dict__.pop('__file__', None)
+        main.__spec__ = None
+      yield
+    finally:
+      if main is not None:
+        main.__dict__.update(saved)
+        if '__spec__' not in saved:
+          del main.__spec__
 
 
 def _start_worker(owner: int, initializer, initargs) -> None:

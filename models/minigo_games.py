@@ -105,14 +105,16 @@ class NetworkPlayer:
 
 def match_work(work) -> dict:
   """Plays games `first` .. `first + games - 1` of a match between the
-  network of `weights` and the target; returns {'wins', 'games',
-  'moves'} (wins: the network's).
+  network of `weights` and the target; returns {'wins', 'games', 'moves'}
+  (wins: the network's) and each game's 'colours' (the network's) and
+  'scores' (Black's area minus White's, minus komi).
 
   work: (weights, size, options: MatchOptions, first, games, seed).
   """
   weights, size, options, first, games, seed = work
   net = minigo_numpy.NumpyDualNet(weights)
   wins = moves = 0
+  colours, scores = [], []
   for index in range(first, first + games):
     rng = np.random.default_rng([seed, index])
     position = go.Position(size, komi=options.komi, superko=options.superko)
@@ -130,4 +132,7 @@ def match_work(work) -> dict:
     final = network.tree.root.position
     wins += int(np.sign(final.score()) == network_colour)
     moves += final.n
-  return dict(wins=wins, games=games, moves=moves)
+    colours.append(network_colour)
+    scores.append(final.score())
+  return dict(wins=wins, games=games, moves=moves, colours=colours,
+              scores=scores)

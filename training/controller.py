@@ -122,7 +122,8 @@ class Controller:
                actions: Sequence[ev.Action], learning_rate: Callable,
                explain_input_error: Callable = lambda e: None,
                check_start: Callable[[int], None] = lambda step: None,
-               watchdog: watchdog_lib.Watchdog | None = None):
+               watchdog: watchdog_lib.Watchdog | None = None,
+               generations=None):
     """Args:
       train_loop: train_loop(iterator, num_steps) -> mean loss (step.py).
       make_train_iterator: start_step -> the training iterator there.
@@ -141,8 +142,21 @@ class Controller:
       check_start: called with the restored step; raises if the workers of
         a multi-worker run restored different steps.
       watchdog: names an evaluation that stalls (a read held by storage).
+      generations: for a task whose model makes its own training data
+        (training.task.Generations): `steps_per_generation` and
+        `produce(step) -> dict`, which makes the data of the generation
+        the weights of `step` start (on every worker; returns the MLPerf
+        keys to average). The training input is made anew after it.
     """
     schedule.validate(total_steps)
+    if generations and generations.steps_per_generation % (
+        schedule.steps_per_loop):
+      raise ValueError(
+          f'`steps_per_generation` ({generations.steps_per_generation}) must '
+          f'be a multiple of `steps_per_loop` ({schedule.steps_per_loop}).')
+    self.generations = generations
+    self.produced = {}  # What making the current generation's data reported.
+    self.target_as_of = None  # EvalEnd.as_of of the result that met it.
     self.train_loop, self.evaluator = train_loop, evaluator
     self.make_train_iterator = make_train_iterator
     self.step, self.schedule, self.total_steps = step, schedule, total_steps
@@ -181,6 +195,8 @@ class Controller:
     self.resumed_from = restored.path
     if restored.path:
       print(f'resumed from {restored.path} at step {start}', flush=True)
+    if self.generations:  # The data the restored weights train on.
+      self.produced = self.generations.produce(start)
     self.train_iterator = self.make_train_iterator(start)
     self.train_loop(self.train_iterator, tf.constant(0))
     self.evaluator.compile()
@@ -197,6 +213,10 @@ class Controller:
     self._notify(ev.InitEnd(step=start, resumed_from=self.resumed_from))
     self._notify(ev.RunStart(step=start))
     run_start = time.time()
+    if self.generations:
+      self._notify(ev.GenerationStart(
+          step=start, generation=self._generation(start) + 1,
+          produced=self.produced))
     try:
       status, quality, evals, preempted = self._loop()
     except BaseException:
@@ -206,10 +226,11 @@ class Controller:
                              time_to_train=time.time() - run_start,
                              error=True))
       raise
-    time_to_train = time.time() - run_start
+    as_of = self.target_as_of if status == 'success' else None
+    time_to_train = (as_of or time.time()) - run_start
     step = int(self.step.numpy())
     self._notify(ev.RunEnd(step=step, status=status, quality=quality,
-                           time_to_train=time_to_train))
+                           time_to_train=time_to_train, as_of=as_of))
     if self.checkpointer.last_saved_step != step:
       self.checkpointer.save(step)
     return Result(status=status, step=step, quality=quality,
@@ -238,6 +259,11 @@ class Controller:
           learning_rate=float(self.learning_rate(step)),
           examples_per_second=examples_per_second))
       stopping = any(d.stop for d in decisions)  # Preempted: no new eval.
+      at_generation_end = bool(self.generations) and (
+          step % self.generations.steps_per_generation == 0)
+      if at_generation_end:
+        self._notify(ev.GenerationEnd(step=step,
+                                      generation=self._generation(step)))
       if s.evaluates_at(step, total) and not stopping:
         self._notify(ev.EvalStart(step=step))
         if self.evaluator.asynchronous:
@@ -257,7 +283,10 @@ class Controller:
         evals.append((result.step, epoch, quality, result.metrics))
         decided = self._notify(ev.EvalEnd(
             step=result.step, quality=quality, metrics=result.metrics,
-            checkpoint=self.snapshots.get(result.step), known_at_step=step))
+            checkpoint=self.snapshots.get(result.step), known_at_step=step,
+            as_of=result.as_of))
+        if any(d.status == 'success' for d in decided):
+          self.target_as_of = result.as_of
         # Its snapshot is kept (met the target) or released.
         self._release_snapshot(result.step, decided)
         decisions += decided
@@ -271,9 +300,27 @@ class Controller:
       if any(d.stop for d in decisions):
         self._drop_pending(f'the run stopped at step {step}', unread)
         return status, quality, evals, any(d.preempted for d in decisions)
+      if at_generation_end and step < total:
+        self._next_generation(step)
       # Loop timing restarts after evaluations and saves.
       last_time = time.time()
     return status, quality, evals, False
+
+  def _generation(self, step: int) -> int:
+    """The model the weights of `step` are (generation boundaries: whole
+    generations trained so far)."""
+    return step // self.generations.steps_per_generation
+
+  def _next_generation(self, step: int) -> None:
+    """Saves the generation just trained (a killed run resumes here), has
+    it make the next generation's data, and reads the input anew."""
+    if self.checkpointer.last_saved_step != step:
+      self.checkpointer.save(step)
+    self.produced = self.generations.produce(step)
+    self.train_iterator = self.make_train_iterator(step)
+    self._notify(ev.GenerationStart(step=step,
+                                    generation=self._generation(step) + 1,
+                                    produced=self.produced))
 
   def _release_snapshot(self, step: int, decisions) -> None:
     """An asynchronous evaluation's weights stay on disk if they met the

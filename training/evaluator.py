@@ -46,6 +46,7 @@ class EvalResult:
   step: int
   quality: float
   metrics: dict
+  as_of: float | None = None  # events.EvalEnd.as_of.
 
 
 @dataclasses.dataclass

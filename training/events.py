@@ -47,6 +47,24 @@ class LoopEnd:
 
 
 @dataclasses.dataclass(frozen=True)
+class GenerationStart:
+  """Training of model `generation` begins at `step` (a task whose data
+  its own model makes: training.task.Generations), on examples that
+  include those made by model `generation - 1`; `produced` is what
+  making them reported (MLPerf keys to average over the run)."""
+  step: int
+  generation: int
+  produced: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationEnd:
+  """Model `generation` is trained and saved (its checkpoint at `step`)."""
+  step: int
+  generation: int
+
+
+@dataclasses.dataclass(frozen=True)
 class EvalStart:
   step: int
 
@@ -65,6 +83,11 @@ class EvalEnd:
   metrics: dict  # The eval sums and the host metric's values.
   checkpoint: str | None = None
   known_at_step: int | None = None
+  # For a quality judged after the clock on saved weights (MiniGo's games
+  # against the target, as the rules allow): the time.time() at which the
+  # weights of `step` were saved; the run counts as ended then if they
+  # reach the target. None: the quality counts when it is known.
+  as_of: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +97,13 @@ class RunEnd:
   quality: float | None
   time_to_train: float
   error: bool = False  # An exception ended the run (it follows).
+  # The time.time() the run counts as ended at (EvalEnd.as_of of the
+  # evaluation that reached the target); None: now.
+  as_of: float | None = None
 
 
-Event = (InitStart | InitEnd | RunStart | LoopStart | LoopEnd | EvalStart |
-         EvalEnd | RunEnd)
+Event = (InitStart | InitEnd | RunStart | LoopStart | LoopEnd |
+         GenerationStart | GenerationEnd | EvalStart | EvalEnd | RunEnd)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -132,14 +132,17 @@ class MlperfLogger:
     self._logger.addHandler(self._handler or logging.NullHandler())
     self._mllog = mllog.MLLogger(logger=self._logger, default_stack_offset=2)
 
-  def event(self, key: str, value=None, metadata: dict | None = None):
-    self._mllog.event(key=key, value=value, metadata=metadata)
+  def event(self, key: str, value=None, metadata: dict | None = None,
+            time_ms: float | None = None):
+    self._mllog.event(key=key, value=value, metadata=metadata,
+                      time_ms=time_ms)
 
   def start(self, key: str, value=None, metadata: dict | None = None):
     self._mllog.start(key=key, value=value, metadata=metadata)
 
-  def end(self, key: str, value=None, metadata: dict | None = None):
-    self._mllog.end(key=key, value=value, metadata=metadata)
+  def end(self, key: str, value=None, metadata: dict | None = None,
+          time_ms: float | None = None):
+    self._mllog.end(key=key, value=value, metadata=metadata, time_ms=time_ms)
 
   def begin(self) -> str | None:
     """Starts the file (held lines first); returns where an older log went."""
@@ -184,6 +187,11 @@ class MlperfLog:
     self.accuracy = accuracy
     self.hyperparameters = {}
     self.block_open = None  # The open block's metadata.
+    # A run in generations (events.GenerationStart) logs epoch_start,
+    # epoch_stop and save_model per generation instead of blocks, as
+    # Google's MiniGo; `produced` keys are averaged and logged at the end.
+    self.generational = False
+    self.produced = []
 
   def __call__(self, event):
     log = self.logger
@@ -213,7 +221,16 @@ class MlperfLog:
         print(f'the earlier mlperf.log is now {older}', flush=True)
     elif isinstance(event, ev.RunStart):
       log.start(mlc.RUN_START)
-    elif isinstance(event, ev.LoopStart) and not self.block_open:
+    elif isinstance(event, ev.GenerationStart):
+      self.generational = True
+      if event.produced:
+        self.produced.append(event.produced)
+      log.start(mlc.EPOCH_START, metadata={'epoch_num': event.generation})
+    elif isinstance(event, ev.GenerationEnd):
+      log.end(mlc.EPOCH_STOP, metadata={'epoch_num': event.generation})
+      log.event('save_model', f'{{iteration_num: {event.generation} }}')
+    elif (isinstance(event, ev.LoopStart) and not self.block_open
+          and not self.generational):
       first = self.epoch(event.step)
       self.block_open = {
           'first_epoch_num': first,
@@ -228,14 +245,25 @@ class MlperfLog:
       epoch = self.epoch(event.step)
       value = (self.accuracy(event.metrics) if self.accuracy else
                event.quality)
-      log.event(mlc.EVAL_ACCURACY, value, metadata={'epoch_num': epoch})
+      # A quality judged after the clock carries the time of its weights
+      # (Google's MiniGo log: eval_accuracy at the model's time).
+      log.event(mlc.EVAL_ACCURACY, value, metadata={'epoch_num': epoch},
+                time_ms=_ms(event.as_of))
       log.end(mlc.EVAL_STOP, metadata={'epoch_num': epoch})
     elif isinstance(event, ev.RunEnd):
-      log.end(mlc.RUN_STOP, metadata={'status': event.status})
+      for key in (self.produced[0] if self.produced else {}):
+        values = [p[key] for p in self.produced if key in p]
+        log.event(key, round(sum(values) / len(values)))
+      log.end(mlc.RUN_STOP, metadata={'status': event.status},
+              time_ms=_ms(event.as_of))
       log.close()
 
   def close(self):
     self.logger.close()
+
+
+def _ms(seconds: float | None) -> int | None:
+  return None if seconds is None else round(seconds * 1000)
 
 
 def hyperparameters(*, task, optimizer, learning_rate, global_batch_size: int,

@@ -233,7 +233,7 @@ class SgdMomentum(_Optimizer):
 
   slot_names = ('momentum',)
 
-  MLPERF_KEYS = ('resnet', 'ssd', 'maskrcnn')
+  MLPERF_KEYS = ('resnet', 'ssd', 'maskrcnn', 'minigo')
 
   def __init__(self, *, exclude, momentum: float = 0.9,
                weight_decay: float = 1e-4, mlperf_keys: str = 'resnet'):
@@ -261,6 +261,11 @@ class SgdMomentum(_Optimizer):
     return var - lr * new_slot, [new_slot]
 
   def mlperf_params(self, schedule) -> dict:
+    if self.mlperf_keys == 'minigo':  # train_loop.py's, as strings.
+      d = schedule.describe()
+      return {'lr_boundaries': str(list(d['boundaries'])).strip('[]'),
+              'lr_rates': str(list(d['values'])).strip('[]'),
+              'opt_weight_decay': self.weight_decay}
     if self.mlperf_keys == 'maskrcnn':  # Google's v0.7 log has no others.
       d = schedule.describe()
       return {

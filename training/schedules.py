@@ -183,6 +183,38 @@ class PiecewiseConstant:
             'boundaries': self.boundaries}
 
 
+class PiecewiseConstantSteps:
+  """tf.compat.v1.train.piecewise_constant on the global step: values[0]
+  while step <= boundaries[0], values[i] while boundaries[i-1] < step <=
+  boundaries[i], values[-1] after the last (Google's v0.7 MiniGo: 0.016,
+  0.16, 0.016, 0.0016 at 128, 10000, 20000; dual_net.py)."""
+
+  def __init__(self, *, boundaries: tuple, values: tuple,
+               total_steps: int = 0, steps_per_epoch: float = 0.0):
+    del steps_per_epoch
+    if len(values) != len(boundaries) + 1 or list(boundaries) != sorted(
+        boundaries):
+      raise ValueError(
+          'training.schedules.PiecewiseConstantSteps needs increasing '
+          '`boundaries` and one more `values` than boundaries, got '
+          f'{tuple(boundaries)} and {tuple(values)}.')
+    self.boundaries, self.values = list(boundaries), list(values)
+    self.total_steps = total_steps
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.int64)
+    lr = tf.constant(self.values[0], tf.float32)
+    for boundary, value in zip(self.boundaries, self.values[1:]):
+      lr = tf.where(step > boundary, value, lr)
+    return lr
+
+  def describe(self) -> dict:
+    return {'base_learning_rate': self.values[0],
+            'end_learning_rate': self.values[-1], 'decay_power': 0.0,
+            'decay_steps': self.total_steps, 'warmup_steps': 0,
+            'boundaries': self.boundaries, 'values': self.values}
+
+
 class GoogleLarsV07:
   """Google's MLPerf v0.7 ResNet LARS schedule, arithmetic included
   (lars_util.py `poly_rate_schedule`, resnet_main.py's current_epoch).

@@ -47,6 +47,63 @@ class TaskData(Protocol):
     """Real (unpadded) eval examples over all hosts."""
 
 
+class Generations(Protocol):
+  """Optional, on a task's `data`: training examples the model itself makes
+  (MiniGo's self-play). Training runs in generations of
+  `steps_per_generation` steps; model g + 1 is trained on examples that
+  include model g's. Before the run trains model g + 1 (g = 0 for a new
+  run: the initial weights', played during init as Google's bootstrap was
+  played before their clock), it hands model g's weights to `produce`;
+  then it reads `train_dataset` anew from that generation's first step.
+  After each generation the run saves a checkpoint: a killed run resumes
+  at its last whole generation.
+  """
+
+  steps_per_generation: int
+  directory: str | None  # Where generations go; None: the runtime sets
+  # model_dir/generations.
+
+  def produce(self, generation: int, weights: Mapping[str, np.ndarray], *,
+              worker: int, workers: int) -> dict:
+    """Makes model `generation`'s examples with `weights` (the model's
+    variables by name), this worker's share of them, and saves the weights
+    as that generation's model. Returns MLPerf keys whose mean over the
+    run's generations is logged at its end (Google's
+    actual_selfplay_games_per_generation). Idempotent: what a killed run
+    left complete is kept, what it left half-made is made again."""
+
+
+class Evaluation(Protocol):
+  """How the runtime evaluates (training/evaluator.Evaluator is the device
+  one). `results` is a collective: every worker calls it at the same
+  points and gets the same results."""
+
+  asynchronous: bool  # Results may come at a later loop end.
+
+  def compile(self) -> None:
+    """Readies the evaluation (compiles; no state changes)."""
+
+  def start(self, step: int) -> None:
+    """Evaluates the current weights (those of `step`)."""
+
+  def results(self, *, wait: bool) -> list:
+    """training.evaluator.EvalResult of the evaluations whose quality is
+    known now, oldest first (with `wait`: every one started)."""
+
+  def cancel(self) -> list[int]:
+    """Drops the evaluations in flight; returns their steps."""
+
+
+class OwnEvaluation(Protocol):
+  """Optional, on a task whose quality is not made of eval batches on the
+  devices (MiniGo: games against a target, in host processes): the runtime
+  builds no eval pipeline and evaluates with this."""
+
+  def make_evaluator(self, model, *, chief: bool, worker_sum) -> Evaluation:
+    """The evaluation of `model`'s weights (worker_sum: distribution.
+    strategy.WorkerSum, to agree on results across workers)."""
+
+
 class HostMetric(Protocol):
   """A quality computed on the host from per-example eval outputs.
 

@@ -175,3 +175,24 @@ def _running(pid: int) -> bool:
       return f.read().split(') ', 1)[1][0] != 'Z'
   except FileNotFoundError:
     return False
+
+
+def test_processes_start_without_importing_the_programs_main_module(
+    tmp_path):
+  # train.py as the program imports TensorFlow at its top: spawned workers
+  # must not run it again. Here the program notes each import of itself.
+  marks = tmp_path / 'imports'
+  program = tmp_path / 'program.py'
+  program.write_text(
+      'import os, sys\n'
+      f'open({str(marks)!r}, "a").write("import\\n")\n'
+      'if __name__ == "__main__":\n'
+      f'  sys.path.insert(0, {helpers.ROOT!r})\n'
+      '  from models import host_pool\n'
+      '  assert host_pool.HostPool(2).map(abs, [-1, -2, -3]) == [1, 2, 3]\n'
+      '  print(sys.modules["__main__"].__file__)\n')
+  done = subprocess.run([sys.executable, str(program)], capture_output=True,
+                        text=True, timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.strip() == str(program)  # Restored after the start.
+  assert marks.read_text() == 'import\n'  # The program's own import only.
