@@ -140,6 +140,10 @@ dlrm_data: data/dlrm_quickstart/metadata.json
 dlrm_quickstart: $(VENV)/.dlrm dlrm_data
 	$(PY) train.py --gin_file=gin/dlrm_quickstart.gin --model_dir=runs/dlrm_$$(date +%Y%m%d_%H%M%S)
 
+# MiniGo needs no data: every generation's games are played by the run.
+minigo_quickstart: $(VENV)/.core
+	$(PY) train.py --gin_file=gin/minigo_quickstart.gin --model_dir=runs/minigo_$$(date +%Y%m%d_%H%M%S)
+
 # MLPerf Inference v0.5's quickstarts: $(call v05_quickstart,NAME,DATA,FLAGS)
 # trains gin/NAME_quickstart.gin to its target, exports it, quantizes it to
 # INT8 on DATA/calibration (held out: never the accuracy set), then runs
@@ -211,4 +215,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv mlcommons_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv mlcommons_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart minigo_quickstart test test-fast

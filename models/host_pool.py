@@ -13,7 +13,10 @@ forever for the work it took.
 
 The processes start without the parent's main module: spawn would import
 it again in each (train.py: TensorFlow, seconds and ~600 MB a process),
-and the work needs only its own module.
+and the work needs only its own module. They start with one BLAS thread
+each (OPENBLAS_NUM_THREADS and the like, unless set): the pool already runs
+a process a core, and NumPy's products in each, threaded, fight over the
+cores (MiniGo's network: 3x slower a product, docs/minigo.md).
 
 A worker whose owner dies without stopping it (SIGKILL after a preemption's
 grace, the OOM killer) exits within ORPHAN_POLL_SECONDS: it would otherwise
@@ -94,22 +97,28 @@ class HostPool:
 
 
 _MAIN_LOCK = threading.Lock()
+_BLAS_THREADS = ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS')
 
 
 @contextlib.contextmanager
 def _without_main_module():
   """Inside, __main__ has no file or spec, so processes spawned here do not
-  import it (multiprocessing.spawn.get_preparation_data)."""
+  import it (multiprocessing.spawn.get_preparation_data), and the BLAS
+  thread variables not set are 1."""
   main = sys.modules.get('__main__')
   with _MAIN_LOCK:
     saved = {k: main.__dict__[k] for k in ('__file__', '__spec__')
              if main is not None and k in main.__dict__}
+    threads = [k for k in _BLAS_THREADS if k not in os.environ]
     try:
       if main is not None:
         main.__dict__.pop('__file__', None)
         main.__spec__ = None
+      os.environ.update({k: '1' for k in threads})
       yield
     finally:
+      for k in threads:
+        os.environ.pop(k, None)
       if main is not None:
         main.__dict__.update(saved)
         if '__spec__' not in saved:

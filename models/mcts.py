@@ -11,7 +11,8 @@ picks by N alone):
   Q = W / (1 + N) and U = U_scale * sqrt(max(1, N_parent - 1)) * P / (1 + N),
   U_scale = 2 * (log((1 + N_parent + 19652) / 19652) + 1.25); an illegal
   argmax (every score -1000 or less) becomes the pass; `allow_pass=False`
-  scores the pass -100000.
+  scores the pass -100000 (and so does `pass_when_settled`, ours, while
+  the mover has a legal move that does not fill its own eye).
 - Expansion (IncorporateResults): the policy renormalised over the legal
   moves; every child's W starts at the network's value less
   value_init_penalty towards the player to move's loss (clamped to [-1, 1]),
@@ -53,6 +54,11 @@ class SearchOptions:
   # even (30 on 19x19), when 0.
   soft_pick_cutoff: int = 0
   allow_pass: bool = True
+  # Not Google's (their searches pass freely): the pass is read and played
+  # only when every other legal move fills one of the mover's own eyes
+  # (each neighbour its own stone). For small boards searched shallowly,
+  # where a free pass is exploited (docs/minigo.md).
+  pass_when_settled: bool = False
 
   def cutoff(self, size: int) -> int:
     return self.soft_pick_cutoff or (size * size // 12) // 2 * 2
@@ -64,7 +70,7 @@ class Node:
 
   __slots__ = ('parent', 'move', 'position', 'legal', 'is_expanded',
                'child_N', 'child_W', 'child_P', 'original_P', 'children',
-               'stats', 'virtual_losses')
+               'stats', 'virtual_losses', '_settled')
 
   def __init__(self, position: go.Position, parent=None, move: int = -1,
                stats=None):
@@ -78,6 +84,7 @@ class Node:
     self.children = {}
     self.is_expanded = False
     self.virtual_losses = 0
+    self._settled = None
     # (N array, W array, index) of this node's own edge.
     self.stats = stats if stats is not None else (
         (parent.child_N, parent.child_W, move))
@@ -112,6 +119,17 @@ class Node:
     q = self.child_Q() * self.position.to_play
     u = u_common * self.child_P / (1 + self.child_N)
     return q + u - 1000.0 * ~self.legal
+
+  def settled(self) -> bool:
+    """Does every legal move but the pass fill the mover's own eye?"""
+    if self._settled is None:
+      size = self.position.size
+      mine = np.pad((self.position.board == self.position.to_play).reshape(
+          size, size), 1, constant_values=True)
+      eye = (mine[:-2, 1:-1] & mine[2:, 1:-1] & mine[1:-1, :-2]
+             & mine[1:-1, 2:]).ravel()
+      self._settled = not (self.legal[:-1] & ~eye).any()
+    return self._settled
 
   def game_over(self) -> bool:
     return (self.position.is_game_over()
@@ -156,7 +174,8 @@ class Tree:
     while node.is_expanded:
       u_common = node.U_scale() * math.sqrt(max(1, node.N - 1))
       scores = node.action_scores(u_common)
-      if not self.options.allow_pass:
+      if not self.options.allow_pass or (
+          self.options.pass_when_settled and not node.settled()):
         scores[node.position.pass_move] = -100000.0
       best = int(np.argmax(scores))
       if not node.legal[best]:

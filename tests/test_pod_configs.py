@@ -524,3 +524,52 @@ def maskrcnn_task_settings():
       fg_fraction=0.25, fg_thresh=0.5, bg_thresh_hi=0.5, test_nms=0.5,
       test_detections_per_image=100, test_rpn_pre_nms_topn=1000,
       test_rpn_post_nms_topn=1000)
+
+
+# Google/results/tpu-v4-128-TF/minigo/result_0.txt, key by key (their
+# train_batch_size is per core; train_samples and eval_samples are the
+# games a generation, as their log has them).
+GOOGLE_MINIGO = {
+    'train_batch_size': 512, 'filter_amount': 1.0, 'window_size': 5,
+    'lr_boundaries': '128, 10000, 20000',
+    'lr_rates': '0.016, 0.16, 0.016, 0.0016', 'opt_weight_decay': 0.0001,
+    'min_selfplay_games_per_generation': 8192, 'train_samples': 8192,
+    'eval_samples': 8192, 'num_readouts': 800, 'value_init_penalty': 0.2,
+    'holdout_pct': 0.0, 'disable_resign_pct': 0.0, 'resign_threshold': -0.95,
+    'parallel_games': 64, 'virtual_losses': 4, 'gating_win_rate': 0.5,
+    'eval_games': 100,
+}
+
+
+def test_minigo_pod_config_logs_googles_values():
+  logged, lr = pod_hyperparameters('gin/minigo_pod.gin', 8192,
+                                   num_replicas=8)
+  for key, want in GOOGLE_MINIGO.items():
+    assert logged[key] == want, key
+  assert logged['global_batch_size'] == 4096
+  # tf.train.piecewise_constant: a rate holds through its boundary step.
+  for step, want in ((0, 0.016), (128, 0.016), (129, 0.16), (10000, 0.16),
+                     (10001, 0.016), (20001, 0.0016)):
+    assert float(lr(step)) == pytest.approx(want), step
+  gin.clear_config()
+  try:
+    gin_config.parse(['gin/minigo_pod.gin'], [])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    model = task.build_model()
+    optimizer = gin.query_parameter(
+        'train.train.optimizer').scoped_configurable_fn()
+  finally:
+    gin.clear_config()
+  options = task.data.selfplay
+  assert (task.data.board_size, model.trunk_layers, model.dtype) == (
+      19, 6, tf.bfloat16)
+  assert (options.fastplay_frequency, options.fastplay_readouts,
+          options.dirichlet_alpha, options.noise_mix,
+          options.target_pruning) == (0.75, 80, 0.03, 0.3, True)
+  assert (task.value_cost_weight, task.match.readouts) == (0.5, 100)
+  # L2 on kernels and batch norm's gammas, not biases or betas.
+  decayed = sorted(v.name for v in model.trainable_variables
+                   if optimizer.takes_decay(v))
+  assert decayed and all(n.endswith(('/kernel:0', '/gamma:0'))
+                         for n in decayed)
+  assert any(n.endswith('/gamma:0') for n in decayed)

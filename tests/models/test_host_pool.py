@@ -177,7 +177,7 @@ def _running(pid: int) -> bool:
     return False
 
 
-def test_processes_start_without_importing_the_programs_main_module(
+def test_processes_start_without_the_programs_main_module_one_blas_thread(
     tmp_path):
   # train.py as the program imports TensorFlow at its top: spawned workers
   # must not run it again. Here the program notes each import of itself.
@@ -189,10 +189,15 @@ def test_processes_start_without_importing_the_programs_main_module(
       'if __name__ == "__main__":\n'
       f'  sys.path.insert(0, {helpers.ROOT!r})\n'
       '  from models import host_pool\n'
-      '  assert host_pool.HostPool(2).map(abs, [-1, -2, -3]) == [1, 2, 3]\n'
+      '  pool = host_pool.HostPool(2)\n'
+      '  assert pool.map(abs, [-1, -2, -3]) == [1, 2, 3]\n'
+      '  # One BLAS thread a process, the parent\'s own setting untouched.\n'
+      '  assert pool.map(os.getenv, ["OPENBLAS_NUM_THREADS"]) == ["1"]\n'
+      '  assert "OPENBLAS_NUM_THREADS" not in os.environ\n'
       '  print(sys.modules["__main__"].__file__)\n')
+  env = {k: v for k, v in os.environ.items() if k != 'OPENBLAS_NUM_THREADS'}
   done = subprocess.run([sys.executable, str(program)], capture_output=True,
-                        text=True, timeout=120)
+                        text=True, timeout=120, env=env)
   assert done.returncode == 0, done.stderr
   assert done.stdout.strip() == str(program)  # Restored after the start.
   assert marks.read_text() == 'import\n'  # The program's own import only.

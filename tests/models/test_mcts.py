@@ -163,3 +163,27 @@ def test_search_finds_the_winning_moves_brute_force_finds():
     # Each losing move's value (the mover's view) is below the chosen one's.
     q = tree.root.child_Q() * position.to_play
     assert all(q[m] < q[move] for m, won in outcome.items() if won < 0), q
+
+
+def test_pass_when_settled_reads_the_pass_only_when_only_eyes_are_left():
+  # Black to play: in the first, (0, 1) and (0, 2) are no eyes; in the
+  # second every empty point is one of Black's (the edge counts as its).
+  open_point = go.Position.from_rows(['X..', 'XXX', '.X.'], superko=False)
+  settled = go.Position.from_rows(['.XX', 'XXX', 'XX.'], superko=False)
+  for position, passes in ((open_point, False), (settled, True)):
+    tree = mcts.Tree(position, mcts.SearchOptions(pass_when_settled=True))
+    assert tree.root.settled() == passes
+    for _ in range(40):
+      leaf = tree.select_leaf()
+      if leaf.game_over():
+        tree.incorporate_end_game_result(leaf, 1.0)
+      else:
+        uniform = np.full(10, 0.1, np.float32)
+        tree.incorporate_results(leaf, uniform, 0.0)
+    assert (tree.root.child_N[9] > 0) == passes
+  # Google's default reads the pass at once.
+  tree = mcts.Tree(open_point, mcts.SearchOptions())
+  for _ in range(40):
+    leaf = tree.select_leaf()
+    tree.incorporate_results(leaf, np.full(10, 0.1, np.float32), 0.0)
+  assert tree.root.child_N[9] > 0

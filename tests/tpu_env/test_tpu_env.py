@@ -142,3 +142,18 @@ def test_maskrcnn_quickstart_trains_under_the_tpu_build(tmp_path):
       'input_pipeline.maskrcnn.Geometry.gt_mask_size': 12,
       'input_pipeline.maskrcnn.Geometry.max_instances': 4, **SHORT})
   assert_trained(done, model_dir, 4)
+
+
+def test_minigo_quickstart_trains_under_the_tpu_build(tmp_path):
+  # Self-play and the games against the target in host processes (NumPy,
+  # spawned from the TPU build's Python), training on the device.
+  model_dir = str(tmp_path / 'minigo')
+  done = train('minigo_quickstart.gin', model_dir, {
+      'BOARD_SIZE': 5, 'TRUNK_LAYERS': 1, 'CONV_WIDTH': 8, 'FC_WIDTH': 8,
+      'GAMES_PER_GENERATION': 4, 'NUM_READOUTS': 4, 'CONCURRENT_GAMES': 2,
+      'STEPS_PER_GENERATION': 4, 'STEPS_PER_LOOP': 2, 'TRAIN_EPOCHS': 1,
+      'GLOBAL_BATCH_SIZE': 8, 'EVAL_GAMES': 2, 'EVAL_READOUTS': 4,
+      'TARGET_ROLLOUTS': 2})
+  assert_trained(done, model_dir, 4)
+  assert os.path.exists(os.path.join(model_dir, 'generations', '000000',
+                                     'done-w0.json'))
