@@ -65,6 +65,16 @@ def neighbours(size: int) -> tuple[tuple[int, ...], ...]:
   return tuple(out)
 
 
+@functools.lru_cache(maxsize=None)
+def neighbour_table(size: int) -> np.ndarray:
+  """[size * size, 4] int: each point's neighbours, size * size (one past
+  the board: index a value appended to it) where the edge is."""
+  table = np.full((size * size, 4), size * size, np.int64)
+  for p, near in enumerate(neighbours(size)):
+    table[p, :len(near)] = near
+  return table
+
+
 def group(board: np.ndarray, point: int, size: int):
   """(stones, liberties) of the group at `point`: sets of flat points."""
   near = neighbours(size)
@@ -212,31 +222,39 @@ class Position:
   def legal_moves(self) -> np.ndarray:
     """[size * size + 1] bool: the points to_play may play, then the pass
     (always legal)."""
-    board, near = self.board.tolist(), neighbours(self.size)
+    size, colour = self.size, self.to_play
+    legal = np.append(self.board == EMPTY, True)
+    if self.ko >= 0:
+      legal[self.ko] = False
+    # Only points whose every neighbour is a stone (or the edge) can be
+    # suicide.
+    stone = np.append(self.board != EMPTY, True)
+    surrounded = stone[neighbour_table(size)].all(1) & legal[:-1]
+    check_repeats = self.superko and bool(self.seen)
+    if not (surrounded.any() or check_repeats):
+      return legal
+    board, near = self.board.tolist(), neighbours(size)
     label, groups = self.groups()
-    colour = self.to_play
     # A move captures only at the last liberty of an opponent group.
     takes = {}
     for c, stones, liberties in groups:
       if c == -colour and len(liberties) == 1:
         takes.setdefault(next(iter(liberties)), []).extend(stones)
-    check_repeats = self.superko and bool(self.seen)
-    legal = np.zeros(len(board) + 1, bool)
-    legal[-1] = True
-    for point, v in enumerate(board):
-      if v != EMPTY or point == self.ko:
-        continue
-      captured = takes.get(point)
-      if not captured and all(board[n] != EMPTY for n in near[point]):
-        # Suicide unless it joins a group with another liberty.
-        if not any(board[n] == colour and
-                   len(groups[label[n]][2]) > 1 for n in near[point]):
-          continue
-      if check_repeats and self.stones + 1 - len(captured or ()) <= (
-          self.peak) and self._repeats(
-              self._hash_after(point, set(captured or ()))):
-        continue
-      legal[point] = True
+    for point in np.flatnonzero(surrounded).tolist():
+      # Suicide unless it captures or joins a group with another liberty.
+      if point not in takes and not any(
+          board[n] == colour and len(groups[label[n]][2]) > 1
+          for n in near[point]):
+        legal[point] = False
+    if check_repeats:
+      # Only a move leaving at most `peak` stones can repeat an earlier
+      # arrangement (the constructor's docstring).
+      after = np.full(size * size, self.stones + 1)
+      for point, stones in takes.items():
+        after[point] -= len(stones)
+      for point in np.flatnonzero(legal[:-1] & (after <= self.peak)).tolist():
+        if self._repeats(self._hash_after(point, set(takes.get(point, ())))):
+          legal[point] = False
     return legal
 
   def play(self, move: int) -> 'Position':

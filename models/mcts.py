@@ -70,7 +70,7 @@ class Node:
 
   __slots__ = ('parent', 'move', 'position', 'legal', 'is_expanded',
                'child_N', 'child_W', 'child_P', 'original_P', 'children',
-               'stats', 'virtual_losses', '_settled')
+               'stats', 'virtual_losses', '_settled', '_illegal')
 
   def __init__(self, position: go.Position, parent=None, move: int = -1,
                stats=None):
@@ -84,7 +84,7 @@ class Node:
     self.children = {}
     self.is_expanded = False
     self.virtual_losses = 0
-    self._settled = None
+    self._settled = self._illegal = None
     # (N array, W array, index) of this node's own edge.
     self.stats = stats if stats is not None else (
         (parent.child_N, parent.child_W, move))
@@ -116,18 +116,18 @@ class Node:
     return self.child_W / (1 + self.child_N)
 
   def action_scores(self, u_common: float) -> np.ndarray:
-    q = self.child_Q() * self.position.to_play
-    u = u_common * self.child_P / (1 + self.child_N)
-    return q + u - 1000.0 * ~self.legal
+    if self._illegal is None:
+      self._illegal = np.where(self.legal, 0.0, 1000.0).astype(np.float32)
+    visits = 1 + self.child_N
+    return ((self.child_W * self.position.to_play + u_common * self.child_P)
+            / visits - self._illegal)
 
   def settled(self) -> bool:
     """Does every legal move but the pass fill the mover's own eye?"""
     if self._settled is None:
-      size = self.position.size
-      mine = np.pad((self.position.board == self.position.to_play).reshape(
-          size, size), 1, constant_values=True)
-      eye = (mine[:-2, 1:-1] & mine[2:, 1:-1] & mine[1:-1, :-2]
-             & mine[1:-1, 2:]).ravel()
+      position = self.position
+      mine = np.append(position.board == position.to_play, True)
+      eye = mine[go.neighbour_table(position.size)].all(1)
       self._settled = not (self.legal[:-1] & ~eye).any()
     return self._settled
 
