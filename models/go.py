@@ -194,16 +194,18 @@ class Position:
     """Does superko forbid an arrangement of this hash?"""
     return self.superko and (new_hash == self.hash or new_hash in self.seen)
 
-  def groups(self) -> tuple[list, list]:
-    """(label, groups): each point's group index (-1 on empty points) and
-    each group as (colour, stones, liberties); computed once a position."""
+  def groups(self) -> tuple[list, dict]:
+    """(label, groups): each point's group key (-1 on empty points) and
+    each group by key as (colour, stones, liberties), never changed once
+    made (positions share them); `play` derives its position's from these,
+    else they are computed once a position."""
     if self._groups is None:
       board, near = self.board.tolist(), neighbours(self.size)
-      label, groups = [-1] * len(board), []
+      label, groups = [-1] * len(board), {}
       for start, colour in enumerate(board):
         if not colour or label[start] >= 0:
           continue
-        k = len(groups)
+        k = start
         label[start] = k
         stones, liberties, frontier = [start], set(), [start]
         while frontier:
@@ -215,7 +217,7 @@ class Position:
               frontier.append(n)
             elif v == EMPTY:
               liberties.add(n)
-        groups.append((colour, stones, liberties))
+        groups[k] = (colour, stones, liberties)
       self._groups = (label, groups)
     return self._groups
 
@@ -237,7 +239,7 @@ class Position:
     label, groups = self.groups()
     # A move captures only at the last liberty of an opponent group.
     takes = {}
-    for c, stones, liberties in groups:
+    for c, stones, liberties in groups.values():
       if c == -colour and len(liberties) == 1:
         takes.setdefault(next(iter(liberties)), []).extend(stones)
     for point in np.flatnonzero(surrounded).tolist():
@@ -267,35 +269,92 @@ class Position:
     history = (self.board,) + self.history[:HISTORY - 1]
     seen = self.seen | {self.hash} if self.superko else self.seen
     if move == self.pass_move:
-      return Position(self.size, komi=self.komi, board=self.board,
-                      to_play=-self.to_play, n=self.n + 1,
-                      passes=self.passes + 1, history=history,
-                      superko=self.superko, seen=seen, peak=self.peak,
-                      stone_hash_=self.hash)
-    legal = (0 <= move < self.pass_move and self.board[move] == EMPTY
-             and move != self.ko and not self.is_suicide(move))
-    captured = self._captures(move) if legal else set()
-    new_hash = self._hash_after(move, captured) if legal else 0
-    if not legal or self._repeats(new_hash):
-      raise IllegalMove(f'{"Black" if self.to_play == BLACK else "White"} '
+      position = Position(self.size, komi=self.komi, board=self.board,
+                          to_play=-self.to_play, n=self.n + 1,
+                          passes=self.passes + 1, history=history,
+                          superko=self.superko, seen=seen, peak=self.peak,
+                          stone_hash_=self.hash)
+      position._groups = self._groups  # pylint: disable=protected-access
+      return position
+    colour = self.to_play
+    found = None
+    if (0 <= move < self.pass_move and self.board[move] == EMPTY
+        and move != self.ko):
+      found = self._after(move)
+    if found is not None:
+      captured, new_groups = found
+      new_hash = self._hash_after(move, captured)
+    if found is None or self._repeats(new_hash):
+      raise IllegalMove(f'{"Black" if colour == BLACK else "White"} '
                         f'at {move} (row {move // self.size}, column '
                         f'{move % self.size}) is illegal:\n{self}')
     board = self.board.copy()
-    colour = self.to_play
     board[move] = colour
-    board[list(captured)] = EMPTY
+    board[captured] = EMPTY
     ko = -1
     if len(captured) == 1:
       # Simple ko: a lone stone played into the opponent's eye that took
       # one stone may be taken back at once, so that is forbidden.
-      stones, liberties = group(board, move, self.size)
+      _, stones, liberties = new_groups[1][move]
       if len(stones) == 1 and len(liberties) == 1:
-        ko = next(iter(captured))
-    return Position(self.size, komi=self.komi, board=board,
-                    to_play=-colour, ko=ko, n=self.n + 1, passes=0,
-                    history=history, superko=self.superko, seen=seen,
-                    peak=self.peak,
-                    stone_hash_=new_hash)
+        ko = captured[0]
+    position = Position(self.size, komi=self.komi, board=board,
+                        to_play=-colour, ko=ko, n=self.n + 1, passes=0,
+                        history=history, superko=self.superko, seen=seen,
+                        peak=self.peak, stone_hash_=new_hash)
+    position._groups = new_groups  # pylint: disable=protected-access
+    return position
+
+  def _after(self, move: int):
+    """(captured points, the groups after) of to_play at the empty `move`,
+    from this position's groups (no flood fill); None if suicide."""
+    label, groups = self.groups()
+    board, near = self.board, neighbours(self.size)
+    colour = self.to_play
+    empties, own, taken, touched = [], set(), set(), set()
+    for n in near[move]:
+      v = board[n]
+      if v == EMPTY:
+        empties.append(n)
+      elif v == colour:
+        own.add(label[n])
+      elif groups[label[n]][2] == {move}:
+        taken.add(label[n])
+      else:
+        touched.add(label[n])
+    if not empties and not taken and all(len(groups[k][2]) == 1
+                                         for k in own):
+      return None  # Suicide.
+    label, groups = list(label), dict(groups)
+    stones, liberties = [move], set(empties)
+    for k in own:
+      _, more, free = groups.pop(k)
+      stones += more
+      liberties |= free
+    liberties.discard(move)
+    for p in stones:
+      label[p] = move
+    groups[move] = (colour, stones, liberties)
+    for k in touched:
+      c, more, free = groups[k]
+      groups[k] = (c, more, free - {move})
+    captured = []
+    for k in taken:
+      captured += groups.pop(k)[1]
+    copied = {move}
+    for p in captured:
+      label[p] = -1
+    for p in captured:
+      # Only to_play's stones border the stones it took.
+      for n in near[p]:
+        k = label[n]
+        if k >= 0:
+          if k not in copied:
+            c, more, free = groups[k]
+            groups[k] = (c, more, set(free))
+            copied.add(k)
+          groups[k][2].add(p)
+    return captured, (label, groups)
 
   def is_game_over(self) -> bool:
     return self.passes >= 2
@@ -306,8 +365,8 @@ class Position:
     """[size * size] int: each stone's group's liberties, 0 on empty
     points."""
     label, groups = self.groups()
-    counts = np.array([len(g[2]) for g in groups] + [0], np.int32)
-    return counts[np.asarray(label)]
+    return np.array([len(groups[k][2]) if k >= 0 else 0 for k in label],
+                    np.int32)
 
   def area(self) -> tuple[int, int]:
     """(black, white) points: stones plus the empty regions bordered by

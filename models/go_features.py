@@ -48,10 +48,9 @@ def features(position: go.Position) -> np.ndarray:
   liberties = position.liberties()
   planes += [liberties == k for k in (1, 2, 3)]
   capture = np.zeros(size * size, bool)
-  opponent_in_atari = (position.board == -me) & (liberties == 1)
-  for point in np.flatnonzero(opponent_in_atari):
-    _, (last,) = go.group(position.board, int(point), size)
-    capture[last] = True
+  for colour, _, free in position.groups()[1].values():
+    if colour == -me and len(free) == 1:  # An opponent group in atari.
+      capture[next(iter(free))] = True
   planes.append(capture)
   return np.stack(planes, -1).reshape(size, size, PLANES).astype(np.uint8)
 

@@ -573,3 +573,31 @@ def test_minigo_pod_config_logs_googles_values():
   assert decayed and all(n.endswith(('/kernel:0', '/gamma:0'))
                          for n in decayed)
   assert any(n.endswith('/gamma:0') for n in decayed)
+
+
+def test_minigo_9x9_config_is_the_reference_flags():
+  """mlcommons/training@373dfed reinforcement/tensorflow/minigo/ml_perf/
+  flags/9/*.flags, value by value."""
+  logged, lr = pod_hyperparameters('gin/minigo_9x9.gin', 4096,
+                                   num_replicas=1)
+  assert (logged['train_batch_size'], logged['filter_amount'],
+          logged['window_size'], logged['num_readouts'],
+          logged['virtual_losses'], logged['disable_resign_pct'],
+          logged['min_selfplay_games_per_generation']) == (
+              4096, 0.3, 5, 240, 2, 1.0, 4096)
+  assert logged['resign_threshold'] == pytest.approx(-0.9)
+  assert (logged['lr_boundaries'], logged['lr_rates']) == (
+      '25000, 37500', '0.16, 0.016, 0.0016')
+  assert float(lr(25001)) == pytest.approx(0.016)
+  gin.clear_config()
+  try:
+    gin_config.parse(['gin/minigo_9x9.gin'], [])
+    task = gin.query_parameter('%TASK').scoped_configurable_fn()
+    model = task.build_model()
+  finally:
+    gin.clear_config()
+  options = task.data.selfplay
+  assert (task.data.board_size, model.trunk_layers) == (9, 9)
+  assert (options.fastplay_frequency, options.dirichlet_alpha,
+          options.search.value_init_penalty, task.match.readouts) == (
+              0.0, 0.135, 0.2, 240)

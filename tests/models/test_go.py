@@ -287,3 +287,29 @@ def test_the_legal_mask_is_each_moves_own_check_under_superko():
                                else 16)
       position.passes = 0  # Played on past two passes: more repeats.
   assert repeats_refused > 0  # Superko did refuse moves in these games.
+
+
+def _canonical(position):
+  _, groups = position.groups()
+  return sorted((c, tuple(sorted(stones)), tuple(sorted(liberties)))
+                for c, stones, liberties in groups.values())
+
+
+def test_play_derives_the_groups_a_fresh_count_would_find():
+  """play's groups (merged, reduced, freed by captures, from the parent's)
+  are those of the same board counted afresh, move after move, and the
+  parent's are untouched."""
+  rng = np.random.default_rng(3)
+  for _ in range(4):
+    position = go.Position(5, komi=0.5)
+    while position.n < 120:
+      before = _canonical(position)
+      moves = np.flatnonzero(position.legal_moves()[:-1])
+      move = int(rng.choice(moves)) if len(moves) else 25
+      child = position.play(move)
+      fresh = go.Position(5, board=child.board, to_play=child.to_play)
+      assert _canonical(child) == _canonical(fresh), (move, str(child))
+      np.testing.assert_array_equal(child.liberties(), fresh.liberties())
+      assert _canonical(position) == before  # Shared, never changed.
+      position = child
+      position.passes = 0
