@@ -78,9 +78,11 @@ def _try(board, p, colour, ko, near):
   captured = []
   for n in near[p]:
     if board[n] == -colour and n not in captured:
-      stones = _dead_group(board, n, near)
-      if stones:
-        captured.extend(stones)
+      for m in near[n]:  # Most stones touch an empty point: alive.
+        if board[m] == 0:
+          break
+      else:
+        captured.extend(_dead_group(board, n, near))
   if captured:
     for s in captured:
       board[s] = 0

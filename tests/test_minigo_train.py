@@ -71,7 +71,7 @@ def test_generations_selfplay_train_evaluate_and_log(tmp_path):
   assert not _lines(log, 'block_start')
   text = open(log).read()
   for key in (r'"submission_benchmark", "value": "minigo"',
-              r'"lr_boundaries", "value": "400, 800"',
+              r'"lr_boundaries", "value": "1000, 2000"',
               r'"lr_rates", "value": "0.02, 0.01, 0.002"',
               r'"train_batch_size", "value": 16,',
               r'"window_size", "value": 5,',
