@@ -112,22 +112,10 @@ class Game:
       tree.inject_noise(
           self.rng.dirichlet([self.options.dirichlet_alpha]
                              * len(tree.root.legal)), self.options.noise_mix)
-    queued = []
-    while True:
-      leaf = tree.select_leaf()
-      if leaf.game_over():
-        tree.incorporate_end_game_result(
-            leaf, 1.0 if leaf.position.score() > 0 else -1.0)
-      else:
-        tree.add_virtual_loss(leaf)
-        queued.append(leaf)
-        if leaf is tree.root:
-          if not self.fastplay:
-            self.inject_noise_next = True
-          break
-      if (len(queued) >= self.options.virtual_losses
-          or tree.root.N >= self.target_readouts):
-        break
+    queued = queue_leaves(tree, self.options.virtual_losses,
+                          self.target_readouts)
+    if queued and queued[0] is tree.root and not self.fastplay:
+      self.inject_noise_next = True  # Once the root is expanded.
     return queued
 
   def process(self, leaves, policies, values) -> None:
@@ -167,6 +155,26 @@ class Game:
       if not self.fastplay and options.fastplay_frequency > 0:
         tree.clear_subtrees()
     return True
+
+
+def queue_leaves(tree: mcts.Tree, limit: int, target: int) -> list:
+  """SelectLeaves: up to `limit` leaves, each under a virtual loss (a
+  game-over leaf is scored on the spot instead); stops early at an
+  unexpanded root or when the root has `target` visits."""
+  queued = []
+  while True:
+    leaf = tree.select_leaf()
+    if leaf.game_over():
+      tree.incorporate_end_game_result(
+          leaf, 1.0 if leaf.position.score() > 0 else -1.0)
+    else:
+      tree.add_virtual_loss(leaf)
+      queued.append(leaf)
+      if leaf is tree.root:
+        break
+    if len(queued) >= limit or tree.root.N >= target:
+      break
+  return queued
 
 
 def evaluate_leaves(pairs, evaluate: Evaluate):

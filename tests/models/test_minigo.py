@@ -52,17 +52,22 @@ def _reference(net, x, training):
   return logits, value[:, 0]
 
 
-@pytest.mark.parametrize('training', [False, True])
-def test_the_network_is_dual_nets_sequence(training):
-  net = minigo.DualNet(board_size=5, conv_width=8, fc_width=6,
-                       trunk_layers=2, seed=3)
-  rng = np.random.default_rng(0)
-  # Trained-looking statistics, scales and biases, so each one counts.
+def _trained_looking(net, rng):
+  """Statistics, scales and biases away from their initial values, so
+  each one counts."""
   for table in (net.params, net.state):
     for name, v in table.items():
       if not name.endswith('/kernel'):
         base = 1.0 if name.endswith(('gamma', 'variance')) else 0.0
         v.assign(base + rng.uniform(0.1, 0.5, v.shape).astype(np.float32))
+
+
+@pytest.mark.parametrize('training', [False, True])
+def test_the_network_is_dual_nets_sequence(training):
+  net = minigo.DualNet(board_size=5, conv_width=8, fc_width=6,
+                       trunk_layers=2, seed=3)
+  rng = np.random.default_rng(0)
+  _trained_looking(net, rng)
   x = rng.integers(0, 2, (4, 5, 5, 13)).astype(np.uint8)
   logits, value, updates = net(tf.constant(x), training=training)
   want_logits, want_value = _reference(net, x, training)
@@ -99,11 +104,7 @@ def test_numpy_network_for_host_processes_matches():
   net = minigo.DualNet(board_size=5, conv_width=8, fc_width=6,
                        trunk_layers=2, seed=4)
   rng = np.random.default_rng(1)
-  for table in (net.params, net.state):
-    for name, v in table.items():
-      if not name.endswith('/kernel'):
-        base = 1.0 if name.endswith(('gamma', 'variance')) else 0.0
-        v.assign(base + rng.uniform(0.1, 0.5, v.shape).astype(np.float32))
+  _trained_looking(net, rng)
   x = rng.integers(0, 2, (3, 5, 5, 13)).astype(np.uint8)
   logits, value, _ = net(tf.constant(x), training=False)
   weights = {k: v.numpy() for k, v in {**net.params, **net.state}.items()}
