@@ -35,6 +35,12 @@ def read(gin_files: list[str], bindings: list[str]):
   finally:
     gin.clear_config()
   benchmark = task.mlperf_benchmark
+  if callable(getattr(task.data, 'produce', None)):
+    raise ValueError(
+        f'{gin_files[0]} trains on data its own model makes between '
+        'generations (MiniGo\'s self-play): the time-to-train model costs '
+        'training steps on a fixed data set and cannot predict it; '
+        'docs/minigo.md has measured figures.')
   if benchmark not in EVAL_SAMPLES:
     raise ValueError(f'The time-to-train model has no eval set size for '
                      f'{benchmark!r} (tools/predictor/configs.py).')
