@@ -78,19 +78,8 @@ class NetworkPlayer:
   def select_move(self) -> int:
     tree, target = self.tree, self.tree.root.N + self.options.readouts
     while tree.root.N < target:
-      leaves = []
-      for _ in range(self.options.virtual_losses):
-        leaf = tree.select_leaf()
-        if leaf.game_over():
-          tree.incorporate_end_game_result(
-              leaf, 1.0 if leaf.position.score() > 0 else -1.0)
-        else:
-          tree.add_virtual_loss(leaf)
-          leaves.append(leaf)
-          if leaf is tree.root:
-            break
-        if tree.root.N >= target:
-          break
+      leaves = selfplay.queue_leaves(tree, self.options.virtual_losses,
+                                     target)
       if leaves:
         policies, values = self.net(np.stack(
             [go_features.features(leaf.position) for leaf in leaves]))
