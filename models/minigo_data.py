@@ -35,7 +35,6 @@ import tensorflow as tf
 
 from core import staged_files
 from input_pipeline import go_examples
-from models import go_features
 from models import host_pool
 from models import minigo_games
 from models import selfplay as selfplay_lib
@@ -208,16 +207,6 @@ class MiniGoData:
   def _path(self, generation: int, name: str) -> str:
     return os.path.join(self._folder(generation), name)
 
-  def model_weights(self, generation: int) -> dict:
-    """Model `generation`'s saved weights."""
-    with np.load(io.BytesIO(_read_bytes(
-        self._path(generation, 'model.npz')))) as saved:
-      return dict(saved)
-
-  @property
-  def planes(self) -> int:
-    return go_features.PLANES
-
 
 def _share(total: int, parts: int, index: int) -> int:
   """Part `index` of `total` split as evenly as whole numbers allow."""
@@ -226,9 +215,4 @@ def _share(total: int, parts: int, index: int) -> int:
 
 def _read(path: str) -> str:
   with tf.io.gfile.GFile(path, 'r') as f:
-    return f.read()
-
-
-def _read_bytes(path: str) -> bytes:
-  with tf.io.gfile.GFile(path, 'rb') as f:
     return f.read()

@@ -21,6 +21,7 @@ import time
 from models import host_pool
 from models import minigo_games
 from training import evaluator as evaluator_lib
+from training import generations
 
 _RUNNING, _DONE, _FAILED = 0.0, 1.0, 2.0
 
@@ -69,7 +70,7 @@ class GameEvaluator:
     as_of = time.time()
     future = None
     if self.chief:
-      weights = {v.name.split(':')[0]: v.numpy() for v in self.variables}
+      weights = generations.weights_by_name(self.variables)
       generation = self.generation_of(step)
       parts = [(self.games * p // self.processes,
                 self.games * (p + 1) // self.processes)

@@ -12,6 +12,11 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 
+def weights_by_name(variables) -> dict:
+  """Variables' values as NumPy arrays, by name without the ':0'."""
+  return {v.name.split(':')[0]: v.numpy() for v in variables}
+
+
 class GenerationRunner:
   """`steps_per_generation` and `produce(step)` for the Controller."""
 
@@ -34,15 +39,11 @@ class GenerationRunner:
     if data.directory is None:
       data.directory = directory
 
-  def weights(self) -> dict:
-    """The model's variables by name (without the ':0')."""
-    return {v.name.split(':')[0]: v.numpy() for v in self.variables}
-
   def produce(self, step: int) -> dict:
     if self._workers is None:
       self._workers = round(self.worker_sum(1.0))
     generation = step // self.steps_per_generation
-    produced = self.data.produce(generation, self.weights(),
+    produced = self.data.produce(generation, weights_by_name(self.variables),
                                  worker=self.worker_id,
                                  workers=self._workers)
     self.worker_sum(1.0)  # Every worker's share is written.
