@@ -68,6 +68,7 @@ from distribution import tpu as tpu_lib
 from training import actions as actions_lib
 from training import checkpoints
 from training import controller as controller_lib
+from training import device_inference
 from training import evaluator as evaluator_lib
 from training import events
 from core import extras
@@ -299,7 +300,9 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
         data=task.data,
         variables=[*model.trainable_variables, *model.state.values()],
         worker_id=worker_id, worker_sum=worker_sum,
-        directory=os.path.join(model_dir, 'generations'))
+        directory=os.path.join(model_dir, 'generations'),
+        infer=device_inference.DeviceInference(
+            strategy=plan.strategy, fn=task.serving_fn(model)))
 
   context = actions_lib.RunContext(model_dir=model_dir, model=model,
                                    task=task, chief=chief, worker_id=worker_id,

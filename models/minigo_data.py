@@ -25,6 +25,7 @@ window's size, one pass; fixing it keeps a resumed run's step count the
 same: docs/minigo.md).
 """
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -35,9 +36,13 @@ import tensorflow as tf
 
 from core import staged_files
 from input_pipeline import go_examples
+from models import host_inference
 from models import host_pool
 from models import minigo_games
 from models import selfplay as selfplay_lib
+
+
+_INFERENCE = ('host', 'device')
 
 
 def _name(generation: int) -> str:
@@ -60,6 +65,10 @@ class MiniGoData:
     concurrent_games: games each host process plays at once, their leaves
       evaluated in one batch.
     processes: host processes playing on each worker.
+    inference: where self-play evaluates the network: 'host' (NumPy in
+      each host process: models/minigo_numpy.py) or 'device' (the
+      training process's devices, every process's leaves batched
+      together: models/host_inference.py, Google's TPU self-play).
     shuffle_buffer: examples shuffled together.
     seed: the games' and the window's randomness.
     directory: where generations go (None: the runtime's default,
@@ -73,12 +82,14 @@ class MiniGoData:
   selfplay: selfplay_lib.SelfplayOptions = selfplay_lib.SelfplayOptions()
   concurrent_games: int = 64
   processes: int = 2
+  inference: str = 'host'
   shuffle_buffer: int = 100_000
   seed: int = 0
   directory: str | None = None
 
   def __post_init__(self):
     self._pool = None
+    self.served = None  # The last device-served self-play's counts.
 
   # -- training.task.TaskData ---------------------------------------------
 
@@ -95,6 +106,9 @@ class MiniGoData:
       if getattr(self, name) < 1:
         raise ValueError(f'models.minigo_data.MiniGoData.{name} must be at '
                          f'least 1, got {getattr(self, name)}.')
+    if self.inference not in _INFERENCE:
+      raise ValueError('models.minigo_data.MiniGoData.inference must be one '
+                       f'of {_INFERENCE}, got {self.inference!r}.')
     if not 0 < self.filter_amount <= 1:
       raise ValueError('models.minigo_data.MiniGoData.filter_amount must be '
                        f'in (0, 1], got {self.filter_amount}.')
@@ -156,32 +170,34 @@ class MiniGoData:
   # -- training.task.Generations --------------------------------------------
 
   def produce(self, generation: int, weights, *, worker: int,
-              workers: int) -> dict:
+              workers: int, infer=None) -> dict:
     """Plays this worker's share of model `generation`'s games (host
-    processes) and writes them; returns {'actual_selfplay_games_per_
-    generation': games over all workers} for the log."""
+    processes; the network in each, or on `infer`'s devices) and writes
+    them; returns {'actual_selfplay_games_per_generation': games over all
+    workers} for the log."""
     done = self._path(generation, f'done-w{worker}.json')
     if not tf.io.gfile.exists(done):
-      self._play(generation, weights, worker, workers)
+      self._play(generation, weights, worker, workers, infer)
     counts = json.loads(_read(done))
     return {'actual_selfplay_games_per_generation':
             counts['games'] * workers}
 
-  def _play(self, generation, weights, worker, workers):
+  def _play(self, generation, weights, worker, workers, infer):
     if worker == 0:
       buffer = io.BytesIO()
       np.savez(buffer, **weights)
       staged_files.write_bytes(self._path(generation, 'model.npz'),
                                buffer.getvalue())
     games = _share(self.games_per_generation, workers, worker)
-    shares = [_share(games, self.processes, p) for p in range(self.processes)]
-    work = [(dict(weights), self.board_size, self.selfplay, n,
-             min(n, self.concurrent_games),
-             [self.seed, generation, worker, p])
-            for p, n in enumerate(shares) if n]
+    shares = [(p, n) for p in range(self.processes)
+              if (n := _share(games, self.processes, p))]
     if self._pool is None:
       self._pool = host_pool.HostPool(self.processes)
-    results = self._pool.map(minigo_games.selfplay_work, work)
+    with self._network(weights, infer, len(shares)) as network:
+      work = [(network, self.board_size, self.selfplay, n,
+               min(n, self.concurrent_games),
+               [self.seed, generation, worker, p]) for p, n in shares]
+      results = self._pool.map(minigo_games.selfplay_work, work)
     examples = [(x, pi, outcome) for r in results
                 for x, pi, outcome in zip(r['x'], r['pi'], r['outcome'])]
     go_examples.write(
@@ -193,8 +209,37 @@ class MiniGoData:
                             json.dumps(counts))
     print(f'generation {generation}: {counts["games"]} self-play games, '
           f'{counts["examples"]} examples, {counts["moves"]} moves, Black '
-          f'won {counts["black_wins"]}, {counts["resigned"]} resigned',
-          flush=True)
+          f'won {counts["black_wins"]}, {counts["resigned"]} resigned'
+          + (f'; leaves evaluated on the devices in {self.served.calls} '
+             f'calls, {self.served.rows / self.served.calls:.0f} a call'
+             if self.served and self.served.calls else ''), flush=True)
+
+  @contextlib.contextmanager
+  def _network(self, weights, infer, processes):
+    """What the host processes evaluate leaves with: the weights, or a
+    server's endpoint for `infer` on the devices."""
+    self.served = None
+    if self.inference == 'host' or not processes:
+      yield dict(weights)
+      return
+    if infer is None:
+      raise ValueError(
+          "models.minigo_data.MiniGoData.inference = 'device' needs the "
+          "runtime's device inference (training.task.Generations.produce's "
+          "`infer`); this caller passed none. Use 'host'.")
+
+    def policy_value(x):
+      outputs = infer(x)
+      return outputs['policy'], outputs['value']
+
+    with host_inference.Server(policy_value, clients=processes) as server:
+      try:
+        yield server.endpoint
+      except host_inference.InferenceError as e:
+        if server.error is None:
+          raise
+        raise server.error from e  # Where it happened, with its type.
+      self.served = server.counts
 
   # -- Storage --------------------------------------------------------------
 

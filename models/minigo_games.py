@@ -3,8 +3,9 @@ and the evaluation games against the target.
 
 No TensorFlow here (models/host_pool.py spawns these): the network is
 models/minigo_numpy.py's, from the weights the training process hands
-over. Each work function takes one picklable tuple and returns plain
-arrays and numbers.
+over, or (self-play with inference on the devices) the training process's
+own, served by models/host_inference.py. Each work function takes one
+picklable tuple and returns plain arrays and numbers.
 """
 
 import dataclasses
@@ -13,6 +14,7 @@ import numpy as np
 
 from models import go
 from models import go_features
+from models import host_inference
 from models import mcts
 from models import minigo_numpy
 from models import selfplay
@@ -25,30 +27,43 @@ def selfplay_work(work) -> dict:
   'outcome' [n] float32) and counts ('games', 'moves', 'resigned',
   'black_wins').
 
-  work: (weights, size, options: selfplay.SelfplayOptions, games,
+  work: (network: the weights by name, or a models.host_inference.Endpoint
+    serving the network, size, options: selfplay.SelfplayOptions, games,
     concurrent games, seed).
   """
-  weights, size, options, games, concurrent, seed = work
-  net = minigo_numpy.NumpyDualNet(weights)
+  network, size, options, games, concurrent, seed = work
+  net, close = _network(network)
   xs, pis, outcomes = [], [], []
   counts = dict(games=0, moves=0, resigned=0, black_wins=0)
-  for game in selfplay.play(net, size=size, games=games,
-                            concurrent=concurrent, options=options,
-                            seed=seed):
-    counts['games'] += 1
-    counts['moves'] += len(game.moves)
-    counts['resigned'] += int(game.resigned)
-    counts['black_wins'] += int(game.result > 0)
-    for example in game.examples:
-      xs.append(example.features)
-      pis.append(example.pi)
-      outcomes.append(example.value)
+  try:
+    for game in selfplay.play(net, size=size, games=games,
+                              concurrent=concurrent, options=options,
+                              seed=seed):
+      counts['games'] += 1
+      counts['moves'] += len(game.moves)
+      counts['resigned'] += int(game.resigned)
+      counts['black_wins'] += int(game.result > 0)
+      for example in game.examples:
+        xs.append(example.features)
+        pis.append(example.pi)
+        outcomes.append(example.value)
+  finally:
+    close()
   moves = size * size + 1
   return dict(
       x=np.asarray(xs, np.uint8).reshape(-1, size, size,
                                          go_features.PLANES),
       pi=np.asarray(pis, np.float32).reshape(-1, moves),
       outcome=np.asarray(outcomes, np.float32), **counts)
+
+
+def _network(network):
+  """(evaluate, close) for `network`: the weights, evaluated here in NumPy,
+  or a server's endpoint (the training process evaluates)."""
+  if isinstance(network, host_inference.Endpoint):
+    client = host_inference.Client(network)
+    return client, client.close
+  return minigo_numpy.NumpyDualNet(network), lambda: None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,13 +41,17 @@ def _lines(log_path, key):
 
 
 @pytest.mark.slow
-def test_generations_selfplay_train_evaluate_and_log(tmp_path):
+def test_generations_selfplay_train_evaluate_and_log(tmp_path, capsys):
   model_dir = str(tmp_path / 'run')
   result = helpers.run_gin(
       ['gin/minigo_quickstart.gin'],
       TINY + UNREACHABLE + ['TRAIN_EPOCHS = 3',
                             f'train.train.model_dir = {model_dir!r}'])
   assert result.step == 30 and result.status == 'aborted'
+  # Self-play's leaves went to the training process's device (the
+  # default, SELFPLAY_INFERENCE = 'device'), every generation's.
+  assert len(re.findall(r'leaves evaluated on the devices in [1-9]',
+                        capsys.readouterr().out)) == 3
   # Every generation's model and games, complete; each training window
   # read them (model 0 is the initial weights, played before the clock).
   for g in range(3):
@@ -101,10 +105,13 @@ def test_the_first_generation_meeting_the_target_ends_the_run_at_its_time(
     tmp_path):
   # Any win rate meets a target of 0: model 1's evaluation (step 10) ends
   # the run, as of the time model 1 was taken; training went on meanwhile.
+  # Self-play in NumPy in the host processes here (the other tests: on the
+  # device).
   model_dir = str(tmp_path / 'run')
   result = helpers.run_gin(
       ['gin/minigo_quickstart.gin'],
       TINY + ['TARGET_WIN_RATE = 0.0', 'TRAIN_EPOCHS = 3',
+              "SELFPLAY_INFERENCE = 'host'",
               f'train.train.model_dir = {model_dir!r}'])
   assert result.status == 'success' and result.evals[0][0] == 10
   assert 10 < result.step <= 30

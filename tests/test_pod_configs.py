@@ -567,6 +567,8 @@ def test_minigo_pod_config_logs_googles_values():
           options.dirichlet_alpha, options.noise_mix,
           options.target_pruning) == (0.75, 80, 0.03, 0.3, True)
   assert (task.value_cost_weight, task.match.readouts) == (0.5, 100)
+  # Self-play's leaves on the TPU cores, as their TpuDualNet.
+  assert task.data.inference == 'device'
   # L2 on kernels and batch norm's gammas, not biases or betas.
   decayed = sorted(v.name for v in model.trainable_variables
                    if optimizer.takes_decay(v))

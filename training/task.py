@@ -5,7 +5,7 @@ provides one Task (models/resnet_task.py, models/bert_task.py) and the runtime
 knows nothing else about it. training/ does not import models/.
 """
 
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -64,10 +64,14 @@ class Generations(Protocol):
   # model_dir/generations.
 
   def produce(self, generation: int, weights: Mapping[str, np.ndarray], *,
-              worker: int, workers: int) -> dict:
+              worker: int, workers: int,
+              infer: Callable[[np.ndarray], dict] | None) -> dict:
     """Makes model `generation`'s examples with `weights` (the model's
     variables by name), this worker's share of them, and saves the weights
-    as that generation's model. Returns MLPerf keys whose mean over the
+    as that generation's model. `infer` runs the task's `serving_fn` with
+    the same weights on this worker's devices (a NumPy batch in, NumPy
+    outputs by name: training/device_inference.py), for data making that
+    evaluates the model there (None if the task serves nothing). Returns MLPerf keys whose mean over the
     run's generations is logged at its end (Google's
     actual_selfplay_games_per_generation). Idempotent: what a killed run
     left complete is kept, what it left half-made is made again."""

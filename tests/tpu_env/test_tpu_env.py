@@ -145,8 +145,10 @@ def test_maskrcnn_quickstart_trains_under_the_tpu_build(tmp_path):
 
 
 def test_minigo_quickstart_trains_under_the_tpu_build(tmp_path):
-  # Self-play and the games against the target in host processes (NumPy,
-  # spawned from the TPU build's Python), training on the device.
+  # Self-play's searches in host processes spawned from the TPU build's
+  # Python, their leaves evaluated by the training process (the default
+  # SELFPLAY_INFERENCE = 'device'); the games against the target in NumPy
+  # in host processes; training on the device.
   model_dir = str(tmp_path / 'minigo')
   done = train('minigo_quickstart.gin', model_dir, {
       'BOARD_SIZE': 5, 'TRUNK_LAYERS': 1, 'CONV_WIDTH': 8, 'FC_WIDTH': 8,
