@@ -15,9 +15,9 @@ the next call). No TensorFlow here: host processes import this module.
 
 Transport: multiprocessing.connection over a Unix socket in a folder only
 this user can open (multiprocessing's own temporary folder, mode 0700); its
-address travels in the work item. A process
-that dies closes its connection and is dropped; an error in `fn` is sent to
-every process waiting and raised there, naming it.
+address travels in the work item. A process that dies closes its
+connection and is dropped; an error in `fn` is sent to every process
+waiting and raised there, naming it.
 """
 
 import dataclasses
@@ -196,6 +196,8 @@ class Client:
 
   def close(self) -> None:
     try:
-      self._conn.send(None)
+      self._conn.send(None)  # Goodbye.
+    except OSError:
+      pass  # The server is gone already (its owner's error says why).
     finally:
       self._conn.close()
