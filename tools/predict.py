@@ -308,7 +308,7 @@ def main(argv):
       if FLAGS.fit:
         compare.write_fit(compare.fit(rows))
         print('wrote tools/predictor/data/ttt_fit.json')
-      print(compare.markdown(compare.compare(rows, compare.load_fit())))
+      print(compare.markdown(compare.out_of_sample(rows)))
       return 0
     if not FLAGS.gin_file:
       raise ValueError('Pass the experiment with --gin_file (e.g. '

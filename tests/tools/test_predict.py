@@ -305,20 +305,47 @@ def test_bad_slices_and_batches_are_one_line():
 def test_the_docs_table_is_the_comparison_the_command_prints():
   from core import startup
   startup.import_tensorflow()
-  rows = compare.compare(compare.google_rows(), compare.load_fit())
+  rows = compare.out_of_sample(compare.google_rows())
   table = compare.markdown(rows)
   with open(os.path.join(helpers.ROOT, 'docs', 'benchmarks.md')) as f:
     docs = f.read()
   assert table in docs
-  # One fitted row per benchmark and generation; every other row predicted.
-  fitted = [r for r in rows if r.fitted]
-  assert len(fitted) == len(compare.load_fit())
-  assert {(r.benchmark, r.generation) for r in fitted} == {
-      tuple(k.split()) for k in compare.load_fit()}
-  predicted = [r for r in rows if r.error is not None and not r.fitted]
-  assert len(predicted) >= 6
+  # Every row predicted but the V100 server's (one folder a benchmark),
+  # none from its own folder's constants.
+  predicted = [r for r in rows if r.prediction is not None]
+  assert {(r.system, r.benchmark) for r in rows if r.prediction is None} == {
+      ('gpu-v100-8-TF2.0', 'bert'), ('gpu-v100-8-TF2.0', 'resnet')}
+  assert len(predicted) == len(rows) - 2 and not any(r.fitted for r in rows)
+  for r in predicted:
+    efficiency_from, kernel_from = r.constants_from.split('; a kernel: ')
+    assert efficiency_from != f'efficiency: {r.system}'
+    own = f'{r.benchmark} on '
+    assert not any(part.startswith(own) and r.system.removeprefix('tpu-')
+                   in part for part in kernel_from.split('; ')), r
   summary = compare.summary(rows)
+  assert summary['rows'] == len(predicted)
   assert re.search(rf'median absolute error {summary["median"]:.0%}', docs)
+
+
+def test_no_row_is_predicted_from_its_own_folders_data():
+  # A fifth more on a folder's step times and time to train: its own
+  # prediction does not move; the rows whose constants it gave do.
+  from core import startup
+  startup.import_tensorflow()
+  before = {r.folder: r.predicted_minutes
+            for r in compare.out_of_sample(compare.google_rows())}
+  for folder in (('tpu-v4-512-TF', 'resnet'), ('tpu-v3-32-TF2.0', 'bert')):
+    rows = compare.google_rows()
+    for r in rows:
+      if r.folder == folder:
+        r.measured_minutes *= 1.2
+        r.block_step_ms *= 1.2
+    after = {r.folder: r.predicted_minutes
+             for r in compare.out_of_sample(rows)}
+    assert after[folder] == pytest.approx(before[folder], rel=1e-12)
+    moved = [f for f in before if f != folder and before[f] is not None
+             and after[f] != pytest.approx(before[f], rel=1e-6)]
+    assert moved, folder
 
 
 def test_the_time_a_kernel_comes_from_resnets_step_times():
