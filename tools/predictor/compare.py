@@ -56,6 +56,7 @@ class Row:
   # from, and the row's prediction with the stored largest-slice fit.
   constants_from: str = ''
   largest_fit_minutes: float | None = None
+  largest_fit_source: bool = False  # The stored constants came from it.
 
   @property
   def folder(self) -> tuple[str, str]:
@@ -171,18 +172,30 @@ def _kernel_fit(rows: list[Row], benchmarks) -> dict:
   return out
 
 
+def _largest_slice_key(row: Row) -> tuple:
+  """Which folder a benchmark's efficiency is fitted on: the most chips,
+  TF before JAX on the same slice."""
+  return row.chips, 'TF' in row.system
+
+
+def _efficiency(row: Row, kernel_seconds: float) -> float:
+  """The efficiency that reproduces `row`'s measured time to train."""
+  program, run, machine, samples = _inputs(row)
+  return model.fit_efficiency(
+      cost=program, machine_=machine, run=run, samples=samples,
+      evals=row.evals, measured_seconds=row.measured_minutes * 60,
+      kernel_seconds=kernel_seconds)
+
+
 def fit(rows: list[Row]) -> dict:
   """The constants: each generation's time a kernel (measured) and
   {'<benchmark> <generation>': efficiency} from each largest slice."""
   kernels = kernel_seconds(rows)
   constants = {}
-  for row in sorted(rows, key=lambda r: (r.chips, 'TF' in r.system)):
-    program, run, machine, samples = _inputs(row)
+  for row in sorted(rows, key=_largest_slice_key):
+    _, run, machine, _ = _inputs(row)
     constants[f'{row.benchmark} {row.generation}'] = {
-        'efficiency': model.fit_efficiency(
-            cost=program, machine_=machine, run=run, samples=samples,
-            evals=row.evals, measured_seconds=row.measured_minutes * 60,
-            kernel_seconds=kernels.get(row.generation, 0.0)),
+        'efficiency': _efficiency(row, kernels.get(row.generation, 0.0)),
         'fitted_on': row.system,
         'per_replica_batch': row.global_batch * run.model_ways /
                              machine.replicas}
@@ -263,6 +276,7 @@ def out_of_sample(rows: list[Row]) -> list[Row]:
   largest = compare([dataclasses.replace(r) for r in rows], load_fit())
   for row, fitted in zip(rows, largest):
     row.largest_fit_minutes = fitted.predicted_minutes
+    row.largest_fit_source = fitted.fitted
   for row in rows:
     others = [r for r in rows if r.folder != row.folder]
     kernels = _kernel_fit(others, (KERNEL_BENCHMARK,))
@@ -276,12 +290,8 @@ def out_of_sample(rows: list[Row]) -> list[Row]:
     if not same:
       row.constants_from = 'none: no other folder of this benchmark'
       continue
-    source = max(same, key=lambda r: (r.chips, 'TF' in r.system))
-    program, run, machine, samples = _inputs(source)
-    efficiency = model.fit_efficiency(
-        cost=program, machine_=machine, run=run, samples=samples,
-        evals=source.evals, measured_seconds=source.measured_minutes * 60,
-        kernel_seconds=k)
+    source = max(same, key=_largest_slice_key)
+    efficiency = _efficiency(source, k)
     program, run, machine, samples = _inputs(row)
     row.prediction = model.predict(
         cost=program, machine_=machine, run=run, efficiency=efficiency,
@@ -329,8 +339,8 @@ def markdown(rows: list[Row]) -> str:
     blocks = '' if r.block_step_ms is None else f'{r.block_step_ms:.1f}'
     largest = ''
     if r.largest_fit_minutes is not None:
-      largest = r.largest_fit_minutes / r.measured_minutes - 1
-      largest = 'fitted' if abs(largest) < 5e-4 else f'{largest:+.0%}'
+      largest = ('fitted' if r.largest_fit_source else
+                 f'{r.largest_fit_minutes / r.measured_minutes - 1:+.0%}')
     if p is None:
       cells = ['-', '-', largest, '', blocks, '', '', '']
     else:
