@@ -9,8 +9,9 @@
   python -m tools.predict --measure --gin_file=gin/resnet50_pod.gin
 
 A prediction splits a step into compute, the optimizer's update, the
-step's kernels (a cost that does not grow with the batch) and the gradient
-sum (and, given a host's input rate, whether the device waits on
+step's kernels (a cost that does not grow with the batch), the gradient
+sum and the small sums of layers over groups of replicas (batch-norm
+statistics, halo exchanges) (and, given a host's input rate, whether the device waits on
 it), gives the eval cost, the steps to the target and the time to
 train, what bounds it and the knob that would move it, and says which of its
 inputs were measured, published or fitted (tools/predictor/model.py). The
@@ -108,6 +109,19 @@ def knob(p) -> str:
           'if convergence allows')
 
 
+def _group_sums(p) -> str:
+  """What the step's group sums are, for describe()."""
+  data_replicas = p.machine.replicas // p.run.model_ways
+  group = p.run.bn_group(data_replicas, p.per_replica_batch)
+  parts = []
+  if group > 1:
+    parts.append(f'batch-norm statistics over groups of {group} replicas')
+  if p.run.spatial_partitions > 1:
+    parts.append(f'halos within {p.run.spatial_partitions} spatial '
+                 'partitions')
+  return ' and '.join(parts) + ': the links\' latency'
+
+
 def describe(p, *, config: str, sources, warning: str, fitted_on: str,
              kernels_from: str = '') -> str:
   from tools.predictor import collectives  # pylint: disable=import-outside-toplevel
@@ -140,7 +154,9 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str,
       f'  step           {_ms(p.step)}: compute {_ms(p.compute)} + update '
       f'{_ms(p.update)}{kernels} + gradient sum {_ms(p.gradient_sum)} '
       f'({r.allreduce_bytes * 8}-bit gradients on a {shape}; after the '
-      'backward pass, not hidden)',
+      'backward pass, not hidden)' + (
+          f' + group sums {_ms(p.group_sums)} ({_group_sums(p)})'
+          if p.group_sums else ''),
       host,
       f'  eval           {_time(p.eval)} each ({r.eval_samples:,} samples in '
       f'{p.eval_steps} steps of {_ms(p.eval_step)}), {p.evals} evals: '
@@ -153,12 +169,13 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str,
       f'({fitted_on}); measured: FLOPs and kernels (XLA\'s count of this '
       f'config\'s step){kernel_input}, samples to target (published runs); '
       'published: peak FLOP/s, all-reduce bandwidth, torus shape '
-      '(tools/predictor/hardware.py)',
+      '(tools/predictor/hardware.py), a link\'s latency (1 us, TPU-v3\'s; '
+      'tools/predictor/collectives.py)',
       '  not modelled   ' + ('' if p.kernels else
                              'a step\'s cost that does not grow with its '
                              'batch (no time a kernel for this generation: '
                              'Google\'s v0.7 logs give one for v3 and v4), ') +
-      'per-hop latency, model-parallel communication, whether the batch '
+      'a mesh\'s model-parallel communication, whether the batch '
       'fits in HBM, start-up and compile',
   ]
   if warning:

@@ -20,14 +20,27 @@ Multipod of MLPerf v0.7 was a 128x32 torus (Kumar et al., "Exploring the
 limits of concurrency in ML training on Google TPUs", MLSys 2021,
 arXiv:2011.03641, which also describes its 2-D gradient summation).
 
-Left out: the per-hop latency (not published; it matters for small
-messages on long rings, as the comparison table shows) and any overlap of
-the sum with the backward pass (the suite sums after the backward pass).
+Latency: every step of a ring passes one link, HOP_SECONDS each. A small
+sum (batch-norm statistics, a halo of rows) costs its hops alone: a
+reduce-scatter then an all-gather along each dimension of the group's
+chips, 2 (n - 1) hops for a side of n (`latency_seconds`). The figure is
+the one public number for a TPU link: 1 us on TPU-v3 ("Link Latency is 1
+us [as per TPU research team]", ASTRA-sim's validation on Google's TPU-v3,
+https://astra-sim.github.io/astra-sim-docs/validation/hardware/
+tpu-validation.html, read 2026-12-06). No page gives one for v4 and
+later, or for NVLink: the model uses the same microsecond for every chip,
+an assumption, not a figure.
+
+Left out: any overlap of the sum with the backward pass (the suite sums
+after the backward pass).
 """
+
+import math
 
 from tools.predictor import hardware
 
 MULTIPOD_V3 = (128, 32)
+HOP_SECONDS = 1e-6
 
 
 def torus_shape(chip: hardware.Chip, chips: int) -> tuple[int, ...]:
@@ -77,6 +90,16 @@ def reduce_scatter_seconds(chip: hardware.Chip, chips: int,
     seconds += (side - 1) / side * data / bandwidth
     data /= side
   return seconds
+
+
+def latency_seconds(chip: hardware.Chip, chips: float) -> float:
+  """The hops of a sum over a group of `chips` chips (the most balanced
+  grid of them, rounded up to a power of two), HOP_SECONDS each: what a
+  message too small for the bandwidth to matter costs. 0 within a chip."""
+  if chips <= 1:
+    return 0.0
+  shape = torus_shape(chip, 2 ** math.ceil(math.log2(chips) - 1e-9))
+  return 2 * sum(side - 1 for side in shape) * HOP_SECONDS
 
 
 def describe(chip: hardware.Chip, chips: int) -> str:

@@ -113,7 +113,7 @@ def _inputs(row: Row):
       row.global_batch % (machine.replicas // run.model_ways)):
     # Google's batch on another slice than the config's, or one its
     # partitions do not divide: data parallel, as Google's smaller runs.
-    run = dataclasses.replace(run, model_ways=1)
+    run = dataclasses.replace(run, model_ways=1, spatial_partitions=1)
   samples = convergence.samples_to_target(row.benchmark,
                                           row.global_batch).samples
   return program, run, machine, samples
@@ -127,7 +127,8 @@ KERNEL_BENCHMARK = 'resnet'
 def kernel_seconds(rows: list[Row]) -> dict:
   """{generation: the time a kernel}, from Google's ResNet-50 step times.
 
-  A step's time less its modelled gradient sum is its kernels' fixed cost
+  A step's time less its modelled sums (gradients, batch-norm groups,
+  halos) is its kernels' fixed cost
   plus a cost per image: t = kernels x k + per-replica batch x b (Google's
   blocks: on v4, 32, 128 and 256 images a chip lie within 2% of a line).
   k and b are the least-squares fit over the generation's ResNet-50
@@ -151,7 +152,8 @@ def _kernel_fit(rows: list[Row], benchmarks) -> dict:
                             efficiency=1.0, samples=samples, evals=row.evals)
     points.setdefault(row.generation, []).append(
         (row, program.train_kernels(), at_peak.per_replica_batch,
-         row.block_step_ms / 1e3 - at_peak.gradient_sum))
+         row.block_step_ms / 1e3 - at_peak.gradient_sum -
+         at_peak.group_sums))
   out = {}
   import numpy as np  # pylint: disable=import-outside-toplevel
   for generation, pts in sorted(points.items()):

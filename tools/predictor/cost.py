@@ -88,12 +88,20 @@ class ProgramCost:
       its tables capped: input_pipeline/clicks.py).
     dense_parameters: of those, the ones whose gradients are all-reduced
       (the embedding tables EMBEDDING_SHARDING splits excluded).
+    bn_layers: batch norms that train on their batch's statistics (a
+      trained gamma beside a moving mean): each sums its statistics over
+      the config's group of replicas (`layer_counts`).
+    window_convs: convolutions whose window spans more than one row: each
+      exchanges a halo with its neighbours when an image is split over
+      cores (models/spatial.py).
   """
   config: dict
   train: list
   eval: list
   parameters: int
   dense_parameters: int
+  bn_layers: int
+  window_convs: int
 
   @staticmethod
   def _at(points: list, batch: float, field: str) -> float:
@@ -136,7 +144,9 @@ class ProgramCost:
                train=[StepCost(**p) for p in data['train']],
                eval=[StepCost(**p) for p in data['eval']],
                parameters=data['parameters'],
-               dense_parameters=data['dense_parameters'])
+               dense_parameters=data['dense_parameters'],
+               bn_layers=data['bn_layers'],
+               window_convs=data['window_convs'])
 
 
 def xla_cost(hlo_text: str) -> dict:
@@ -192,6 +202,20 @@ def all_reduced(variables, options) -> list:
   split = {id(tables[order[i]]) for i in embedding_tables.sharded_indices(
       [int(tables[t].shape[0]) for t in order], options.sharded_tables)}
   return [v for v in variables if id(v) not in split]
+
+
+def layer_counts(model) -> dict:
+  """{'bn_layers': ..., 'window_convs': ...} of a built model (ProgramCost
+  says what they count), from its variables' names and shapes: a batch
+  norm is `<name>/moving_mean` with a trainable `<name>/gamma`, a
+  convolution a trainable 4-D kernel [rows, columns, in, out]."""
+  trainable = {v.name.split(':')[0] for v in model.trainable_variables}
+  norms = [v.name.split(':')[0].removesuffix('/moving_mean')
+           for v in model.variables
+           if v.name.split(':')[0].endswith('/moving_mean')]
+  return {'bn_layers': sum(f'{n}/gamma' in trainable for n in norms),
+          'window_convs': sum(len(v.shape) == 4 and v.shape[0] > 1
+                              for v in model.trainable_variables)}
 
 
 def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
@@ -271,6 +295,6 @@ def measure(gin_files: list[str], bindings: list[str],
     return ProgramCost(config={'gin_files': list(gin_files),
                                'bindings': list(bindings)},
                        train=train, eval=evals, parameters=parameters,
-                       dense_parameters=dense)
+                       dense_parameters=dense, **layer_counts(model))
   finally:
     gin.clear_config()

@@ -1,9 +1,9 @@
 """The time-to-train model: a config on a slice, step by step.
 
   step      = max(compute + kernels           (not overlapped: the suite sums
-                  + gradient sum,              after the backward pass; the
-                  host input)                  input pipeline prefetches, so a
-                                               host's input hides behind the
+                  + gradient sum               after the backward pass; the
+                  + group sums,                input pipeline prefetches, so a
+                  host input)                  host's input hides behind the
                                                device's step)
   compute   = XLA's FLOPs of one replica's step at its batch
               / (the replica's peak FLOP/s x efficiency)
@@ -12,7 +12,20 @@
   sum       = the all-reduce of the dense gradients on the slice's torus
               (weight-update sharding: a reduce-scatter and an all-gather,
               the same bytes; the optimizer's update runs on 1/N of each
-              weight)
+              weight), its bytes over the bandwidth plus its hops' latency
+              (one pack a step)
+  group sums = the small collectives the config's layers perform in a
+              step, each its hops' latency (collectives.latency_seconds):
+              - batch-norm statistics summed over the group of replicas
+                that spans the config's model_bn_span images (the span its
+                BN_GROUP_SIZE gives on its own slice, kept at every slice;
+                all replicas for BN_GROUP_SIZE 0): two a trained batch norm,
+                the [2, C] sum forward (models/layers.BatchNormSync) and its
+                gradient's backward;
+              - with images split over P cores (SPATIAL_PARTITIONS), a halo
+                exchange within the P before every convolution wider than a
+                row, and its gradient's (models/spatial.py).
+              The counts come from the built model (cost.layer_counts).
   host input = a host's share of the global batch / its input rate (examples
               a second, measured by the user on a host of the slice: the
               suite's input benchmarks; no published number gives it)
@@ -26,18 +39,20 @@ Inputs, and which are measured, published or fitted:
   tools/predictor/xla_cost.py; tools/predictor/data/program_costs.json).
 - The time a kernel: measured, one per generation, from Google's ResNet-50
   step times at several per-replica batches (their logs' block times: the
-  step's intercept at batch 0, less the modelled gradient sum, over
+  step's intercept at batch 0, less the modelled sums, over
   ResNet-50's kernels; tools/predictor/compare.py kernel_seconds). It stands for
   whatever a TPU pays per kernel (launch, pipeline fill, a small op's
   latency) and is the same for every model of that generation.
-- Peak FLOP/s, all-reduce bandwidth, torus shape: published
+- Peak FLOP/s, all-reduce bandwidth, torus shape, a link's latency:
+  published
   (tools/predictor/hardware.py, tools/predictor/collectives.py).
 - Samples to target: published (tools/predictor/convergence.py).
 - Efficiency: the one fitted constant, per benchmark and generation, on
   the largest scale Google ran (tools/predictor/data/ttt_fit.json, `python -m
   tools.predict --fit`). It holds everything the model leaves out: the MXU
   use of the FLOPs, memory-bound ops, the host loop, per-hop latency of the
-  sums, input stalls, the slower first loop.
+  sums beyond the public link latency, input stalls, the slower first
+  loop.
 
 Model parallelism (a mesh's model axis, spatial partitions) divides a
 replica's FLOPs ideally over its partitions; their own communication is
@@ -100,6 +115,17 @@ class Run:
   model_ways: int = 1  # A mesh's model axis x spatial partitions.
   allreduce_bytes: int = 4  # 2 for bfloat16 gradients.
   weight_update_sharding: bool = False
+  spatial_partitions: int = 1  # Of model_ways: cores an image is split over.
+  # Images a batch norm's statistics span (configs.bn_span): 0 each
+  # replica's own, math.inf all replicas.
+  bn_span: float = 0.0
+
+  def bn_group(self, data_replicas: int, batch: float) -> int:
+    """The data-parallel replicas whose batch-norm statistics are summed
+    together at `batch` images a replica."""
+    if self.bn_span == math.inf:
+      return data_replicas
+    return max(1, min(data_replicas, round(self.bn_span / batch)))
 
 
 @dataclasses.dataclass
@@ -113,6 +139,7 @@ class Prediction:
   update: float
   kernels: float  # The step's kernels x the time a kernel (0: not known).
   gradient_sum: float
+  group_sums: float  # Batch-norm statistics and halo exchanges.
   host_input: float  # 0 when no host input rate was given.
   step: float
   eval_step: float
@@ -126,7 +153,8 @@ class Prediction:
   @property
   def device_step(self) -> float:
     """The step without the hosts: what the device spends on it."""
-    return self.compute + self.update + self.kernels + self.gradient_sum
+    return (self.compute + self.update + self.kernels + self.gradient_sum +
+            self.group_sums)
 
   @property
   def bound(self) -> str:
@@ -136,7 +164,8 @@ class Prediction:
       return 'input'  # The hosts set every step's pace.
     parts = {'compute': self.steps * (self.compute + self.update),
              'kernels': self.steps * self.kernels,
-             'interconnect': self.steps * self.gradient_sum,
+             'interconnect': self.steps * (self.gradient_sum +
+                                           self.group_sums),
              'eval': self.evals * self.eval}
     return max(parts, key=parts.get)
 
@@ -185,11 +214,14 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   update = update_flops / speed
   gradient_bytes = cost.dense_parameters * run.allreduce_bytes / run.model_ways
   gradient_sum = collectives.all_reduce_seconds(
-      machine_.chip, machine_.chips, gradient_bytes)
+      machine_.chip, machine_.chips, gradient_bytes) + (
+          collectives.latency_seconds(machine_.chip, machine_.chips))
+  group_sums = _group_sums(cost, machine_, run, data_replicas, batch)
   host_input = (run.global_batch / machine_.hosts / host_input_rate
                 if host_input_rate > 0 else 0.0)
   kernels = cost.train_kernels() * kernel_seconds
-  step = max(compute + update + kernels + gradient_sum, host_input)
+  step = max(compute + update + kernels + gradient_sum + group_sums,
+             host_input)
   steps = samples / run.global_batch
   eval_steps = math.ceil(run.eval_samples / run.eval_batch)
   eval_batch = run.eval_batch / data_replicas
@@ -202,33 +234,53 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   return Prediction(machine=machine_, run=run, per_replica_batch=batch,
                     efficiency=efficiency, compute=compute, update=update,
                     kernels=kernels, gradient_sum=gradient_sum,
+                    group_sums=group_sums,
                     host_input=host_input, step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
                     eval=eval_time, steps=steps, evals=evals,
                     samples=samples, time_to_train=total)
 
 
+def _group_sums(cost, machine_: Machine, run: Run, data_replicas: int,
+                batch: float) -> float:
+  """A step's batch-norm sums and halo exchanges, in seconds (the module
+  docstring's group sums)."""
+  chips_a_replica = machine_.chips / data_replicas
+  group = run.bn_group(data_replicas, batch)
+  seconds = 0.0
+  if group > 1:
+    seconds += 2 * cost.bn_layers * collectives.latency_seconds(
+        machine_.chip, group * chips_a_replica)
+  if run.spatial_partitions > 1:
+    seconds += 2 * cost.window_convs * collectives.latency_seconds(
+        machine_.chip, chips_a_replica * run.spatial_partitions /
+        run.model_ways)
+  return seconds
+
+
 def fit_efficiency(*, cost, machine_: Machine, run: Run, samples: float,
                    evals: int, measured_seconds: float,
                    kernel_seconds: float = 0.0) -> float:
   """The efficiency that makes the model's time to train `measured_seconds`
-  (the time is (FLOP time at peak) / efficiency + gradient sums + kernels).
+  (the time is (FLOP time at peak) / efficiency + sums + kernels).
 
   Raises:
-    ValueError: the gradient sums and kernels alone exceed the measured time.
+    ValueError: the modelled sums and kernels alone exceed the measured
+      time.
   """
   flops_only = predict(cost=cost, machine_=machine_, run=run, efficiency=1.0,
                        samples=samples, evals=evals)
   with_kernels = predict(cost=cost, machine_=machine_, run=run,
                          efficiency=1.0, samples=samples, evals=evals,
                          kernel_seconds=kernel_seconds)
-  sums = flops_only.steps * flops_only.gradient_sum
+  sums = flops_only.steps * (flops_only.gradient_sum +
+                             flops_only.group_sums)
   fixed = sums + with_kernels.time_to_train - flops_only.time_to_train
   flop_time = flops_only.time_to_train - sums
   rest = measured_seconds - fixed
   if rest <= 0:
     raise ValueError(
         f'{run.benchmark} on {machine_.accelerator}: the modelled gradient '
-        f'sums and kernels ({fixed:.1f} s) exceed the measured '
+        f'and group sums and kernels ({fixed:.1f} s) exceed the measured '
         f'{measured_seconds:.1f} s.')
   return flop_time / rest
