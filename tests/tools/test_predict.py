@@ -141,7 +141,8 @@ def test_layer_counts_are_trained_batch_norms_and_wide_windows():
       tf.Variable(tf.zeros([1, 1, 4, 4]), name='d/kernel'),
       tf.Variable(tf.zeros([7, 7, 4, 4]), name='e/kernel', trainable=False),
   ]
-  assert cost_lib.layer_counts(module) == {'bn_layers': 1, 'window_convs': 1}
+  # A frozen convolution still exchanges its halo; a frozen norm no sums.
+  assert cost_lib.layer_counts(module) == {'bn_layers': 1, 'window_convs': 2}
 
 
 def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
@@ -382,6 +383,11 @@ def test_bad_slices_and_batches_are_one_line():
                      'split over the 32 data-parallel replicas of v3-32'):
     model.predict(cost=_program(), machine_=model.machine('v3-32'),
                   run=_run(global_batch=1000), efficiency=0.5, samples=1e6)
+  # A batch-norm group of replicas on a slice the config does not name.
+  from tools.predictor import configs
+  with pytest.raises(ValueError, match='BN_GROUP_SIZE = 8 spans 8 replicas '
+                     'of a slice the config does not name'):
+    configs.read(['gin/resnet50_pod.gin'], ["ACCELERATOR = ''"])
 
 
 def test_the_docs_table_is_the_comparison_the_command_prints():

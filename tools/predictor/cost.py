@@ -91,9 +91,10 @@ class ProgramCost:
     bn_layers: batch norms that train on their batch's statistics (a
       trained gamma beside a moving mean): each sums its statistics over
       the config's group of replicas (`layer_counts`).
-    window_convs: convolutions whose window spans more than one row: each
-      exchanges a halo with its neighbours when an image is split over
-      cores (models/spatial.py).
+    window_convs: convolutions whose window spans more than one row,
+      trained or frozen: each exchanges a halo with its neighbours when an
+      image is split over cores (models/spatial.py), forward and (an upper
+      bound: not below the first trained layer) backward.
   """
   config: dict
   train: list
@@ -208,14 +209,14 @@ def layer_counts(model) -> dict:
   """{'bn_layers': ..., 'window_convs': ...} of a built model (ProgramCost
   says what they count), from its variables' names and shapes: a batch
   norm is `<name>/moving_mean` with a trainable `<name>/gamma`, a
-  convolution a trainable 4-D kernel [rows, columns, in, out]."""
+  convolution a 4-D kernel [rows, columns, in, out]."""
   trainable = {v.name.split(':')[0] for v in model.trainable_variables}
   norms = [v.name.split(':')[0].removesuffix('/moving_mean')
            for v in model.variables
            if v.name.split(':')[0].endswith('/moving_mean')]
   return {'bn_layers': sum(f'{n}/gamma' in trainable for n in norms),
           'window_convs': sum(len(v.shape) == 4 and v.shape[0] > 1
-                              for v in model.trainable_variables)}
+                              for v in model.variables)}
 
 
 def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
