@@ -280,11 +280,13 @@ def sweep(gin_files, params, accelerator, efficiency=0.0,
     lines.append(
         f'{target.accelerator:>14s} {target.chips:6,d} '
         f'{p.per_replica_batch:13g} {_ms(p.step):>9s} '
-        f'{p.gradient_sum / p.step:6.0%} {p.kernels / p.step:7.0%} '
+        f'{(p.gradient_sum + p.group_sums) / p.step:6.0%} '
+        f'{p.kernels / p.step:7.0%} '
         f'{_time(p.time_to_train):>13s} '
         f'{(f"{gain:.2f}x" if gain else ""):>8s}{flat}')
     previous = p.time_to_train
-  lines.append('sum, kernels: their shares of the step; speed-up: against '
+  lines.append('sum (the gradients\' and the group sums), kernels: their '
+               'shares of the step; speed-up: against '
                'the slice above (half the chips); "flattens": less than 1.2x '
                'for twice the chips.')
   if estimate.warning:
