@@ -1,5 +1,6 @@
 """inference.run.resize_short_run: a run that ended before min_duration is
-sized again from LoadGen's own measurement, and only such a run."""
+sized again from LoadGen's own measurement, and only such a run; and
+run_until_sized runs again until one is not, a bounded number of times."""
 
 import mlperf_loadgen as lg
 
@@ -38,3 +39,32 @@ def test_latency_scenarios_expect_half_loadgens_mean_latency():
   assert run_lib.resize_short_run(
       {**SHORT, 'Mean latency (ns)': '2e6'}, lg.TestSettings(),
       scenario='Server', mode='performance', probed=False) is None
+
+
+def test_a_run_is_resized_until_it_outlasts_min_duration_at_most_thrice():
+  # Each short run's rate underestimates the next (the GNMT busy check:
+  # probe 17 samples/s, first run 130, second faster than 260): run again
+  # while LoadGen planned too little, then stop.
+  settings = lg.TestSettings()
+  runs = iter([{**SHORT, 'Samples per second': '130.0'},
+               {**SHORT, 'Samples per second': '400.0'},
+               {**SHORT, 'Min duration satisfied': 'Yes',
+                'Samples per second': '450.0'}])
+
+  def resize(summary):
+    return run_lib.resize_short_run(summary, settings, scenario='Offline',
+                                    mode='performance', probed=True)
+
+  summary = run_lib.run_until_sized(lambda: next(runs), resize)
+  assert summary['Min duration satisfied'] == 'Yes'
+  assert settings.offline_expected_qps == 800.0  # From the second run.
+  # A machine that keeps outpacing its plan: the first run and three more.
+  calls = []
+
+  def short():
+    calls.append(1)
+    return {**SHORT, 'Samples per second': str(100.0 * 2 ** len(calls))}
+
+  summary = run_lib.run_until_sized(short, resize)
+  assert len(calls) == 1 + run_lib.MAX_RESIZES == 4
+  assert summary['Min duration satisfied'] == 'NO'
