@@ -4,6 +4,7 @@ MLPerf log of `minigo`; a run killed during self-play resumes at its
 generation with nothing lost."""
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -177,3 +178,43 @@ def test_a_run_killed_during_selfplay_resumes_at_its_generation(tmp_path):
   resumed = _lines(log, 'resumed_from_checkpoint')
   assert resumed and '"step": 20' in open(log).read()
   assert [e for _, _, e in _lines(log, 'epoch_start')] == [3, 4]
+
+
+@pytest.mark.slow
+def test_two_workers_play_on_their_own_devices_and_train_as_one(tmp_path):
+  # Two MultiWorkerMirrored processes: each plays its share of a
+  # generation's games in its own host processes, their leaves evaluated
+  # on its own replicas; both train on every worker's games in step.
+  model_dir = str(tmp_path / 'run')
+  workers = [f'127.0.0.1:{helpers.free_port()}' for _ in range(2)]
+  procs = []
+  for i in range(2):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
+               TF_CONFIG=json.dumps({'cluster': {'worker': workers},
+                                     'task': {'type': 'worker', 'index': i}}))
+    procs.append(subprocess.Popen(
+        [helpers.PYTHON, 'train.py', '--gin_file=gin/minigo_quickstart.gin',
+         '--gin_file=gin/hardware/multi_worker.gin',
+         f'--model_dir={model_dir}'] + [
+             f'--gin_param={b}'
+             for b in TINY + UNREACHABLE + ['TRAIN_EPOCHS = 2']],
+        cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True))
+  outputs = [p.communicate(timeout=helpers.HANG_SECONDS)[0] for p in procs]
+  for p, out in zip(procs, outputs):
+    # Aborted at the step budget (the target is out of reach): exit 1.
+    assert p.returncode == 1 and 'run aborted' in out, out[-3000:]
+    played = re.findall(r'generation (\d): 3 self-play games, .* leaves '
+                        r'evaluated on the devices in [1-9]', out)
+    assert played == ['0', '1'], out[-3000:]
+  # The same weights in both: the same loss at every logged step.
+  losses = [re.findall(r'step \d+/20  loss ([\d.]+)', out) for out in outputs]
+  assert len(losses[0]) == 4 and losses[0] == losses[1]
+  for g in (0, 1):
+    folder = os.path.join(model_dir, 'generations', f'{g:06d}')
+    assert sorted(os.listdir(folder)) == [
+        'done-w0.json', 'done-w1.json', 'games-w0.tfrecord.zz',
+        'games-w1.tfrecord.zz', 'model.npz']
+    # Each worker its own games (its own seeds), not the other's again.
+    assert _digest(os.path.join(folder, 'games-w0.tfrecord.zz')) != (
+        _digest(os.path.join(folder, 'games-w1.tfrecord.zz')))
