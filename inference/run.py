@@ -311,8 +311,8 @@ def run_until_sized(loadgen_run, resize) -> dict:
   ended before min_duration, LoadGen having planned too little), runs
   again, at most MAX_RESIZES times. More than once: a short run's rate is
   itself an underestimate (its few batches pay the start and the last
-  partial batch; the GNMT busy check's probe saw 17 samples/s, the first
-  run 130, the second ran faster than 260)."""
+  partial batch; a busy check's GNMT probe saw 17 samples/s, the first
+  run 130, and the rerun sized at twice that still ended early)."""
   summary = loadgen_run()
   for _ in range(MAX_RESIZES):
     message = resize(summary)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from core import exit_codes
 from tests import helpers
 
 # A 5x5 board, a network of one block of 8, 6 games a generation with 4
@@ -202,8 +203,9 @@ def test_two_workers_play_on_their_own_devices_and_train_as_one(tmp_path):
         stderr=subprocess.STDOUT, text=True))
   outputs = [p.communicate(timeout=helpers.HANG_SECONDS)[0] for p in procs]
   for p, out in zip(procs, outputs):
-    # Aborted at the step budget (the target is out of reach): exit 1.
-    assert p.returncode == 1 and 'run aborted' in out, out[-3000:]
+    # Aborted at the step budget (the target is out of reach).
+    assert p.returncode == exit_codes.BUDGET_USED, out[-3000:]
+    assert 'run aborted' in out, out[-3000:]
     played = re.findall(r'generation (\d): 3 self-play games, .* leaves '
                         r'evaluated on the devices in [1-9]', out)
     assert played == ['0', '1'], out[-3000:]
