@@ -6,6 +6,8 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import gin
 import numpy as np
@@ -198,11 +200,52 @@ def start_worker_processes(module_and_args: list[str], out_dir,
   return procs
 
 
+# TensorFlow's words when a worker's port was taken between free_port() and
+# the worker's start (any process's outgoing connection may take it).
+PORT_TAKEN = 'Could not start gRPC server'
+CLUSTER_ATTEMPTS = 3
+
+
+def wait_workers(procs) -> list[str]:
+  """Each worker's output once all have ended. When one fails, the rest
+  (which would wait for it until the hang guard) are killed at once."""
+  outputs = [[] for _ in procs]
+  readers = [threading.Thread(target=out.extend, args=(p.stdout,),
+                              daemon=True) for p, out in zip(procs, outputs)]
+  for reader in readers:
+    reader.start()
+  deadline = time.monotonic() + HANG_SECONDS  # A hang guard, not a timing.
+  while any(p.poll() is None for p in procs):
+    if (any(p.poll() not in (None, 0) for p in procs) or
+        time.monotonic() > deadline):
+      for p in procs:
+        if p.poll() is None:
+          p.kill()
+    time.sleep(0.2)
+  for reader in readers:
+    reader.join()
+  return [''.join(out) for out in outputs]
+
+
+def run_cluster(start) -> tuple[list, list[str]]:
+  """`start()` launches a cluster's workers on fresh ports and returns
+  them (Popen, stdout piped as text); this waits for them (wait_workers)
+  and starts the cluster again, up to CLUSTER_ATTEMPTS times, while a
+  worker could not bind its port. Returns (processes, outputs)."""
+  for _ in range(CLUSTER_ATTEMPTS):
+    procs = start()
+    outputs = wait_workers(procs)
+    if not any(PORT_TAKEN in out for out in outputs):
+      break
+  return procs, outputs
+
+
 def run_worker_processes(module_and_args: list[str], out_dir,
                          num_workers: int = 2) -> None:
-  """start_worker_processes, then waits; every worker must exit 0."""
-  procs = start_worker_processes(module_and_args, out_dir, num_workers)
-  outputs = [p.communicate(timeout=HANG_SECONDS)[0] for p in procs]
+  """start_worker_processes, then waits (run_cluster); every worker must
+  exit 0."""
+  procs, outputs = run_cluster(lambda: start_worker_processes(
+      module_and_args, out_dir, num_workers))
   for p, out in zip(procs, outputs):
     assert p.returncode == 0, out[-3000:]
 

@@ -187,21 +187,25 @@ def test_two_workers_play_on_their_own_devices_and_train_as_one(tmp_path):
   # generation's games in its own host processes, their leaves evaluated
   # on its own replicas; both train on every worker's games in step.
   model_dir = str(tmp_path / 'run')
-  workers = [f'127.0.0.1:{helpers.free_port()}' for _ in range(2)]
-  procs = []
-  for i in range(2):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
-               TF_CONFIG=json.dumps({'cluster': {'worker': workers},
-                                     'task': {'type': 'worker', 'index': i}}))
-    procs.append(subprocess.Popen(
-        [helpers.PYTHON, 'train.py', '--gin_file=gin/minigo_quickstart.gin',
-         '--gin_file=gin/hardware/multi_worker.gin',
-         f'--model_dir={model_dir}'] + [
-             f'--gin_param={b}'
-             for b in TINY + UNREACHABLE + ['TRAIN_EPOCHS = 2']],
-        cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True))
-  outputs = [p.communicate(timeout=helpers.HANG_SECONDS)[0] for p in procs]
+
+  def start():
+    workers = [f'127.0.0.1:{helpers.free_port()}' for _ in range(2)]
+    procs = []
+    for i in range(2):
+      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TF_CONFIG=json.dumps(
+          {'cluster': {'worker': workers},
+           'task': {'type': 'worker', 'index': i}}))
+      procs.append(subprocess.Popen(
+          [helpers.PYTHON, 'train.py', '--gin_file=gin/minigo_quickstart.gin',
+           '--gin_file=gin/hardware/multi_worker.gin',
+           f'--model_dir={model_dir}'] + [
+               f'--gin_param={b}'
+               for b in TINY + UNREACHABLE + ['TRAIN_EPOCHS = 2']],
+          cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE,
+          stderr=subprocess.STDOUT, text=True))
+    return procs
+
+  procs, outputs = helpers.run_cluster(start)
   for p, out in zip(procs, outputs):
     # Aborted at the step budget (the target is out of reach).
     assert p.returncode == exit_codes.BUDGET_USED, out[-3000:]
