@@ -9,6 +9,10 @@ The texts are TensorFlow's, as its runtime raises them (TF 2.20 and 2.21):
   coordination service's "The following tasks are unhealthy (stopped
   sending heartbeats): /job:worker/replica:0/task:1", raised into the
   surviving workers' collectives about 10-20 s later;
+- a MultiWorkerMirrored worker that cannot listen on its own TF_CONFIG
+  address (another process holds the port, or the address is not this
+  host's): "Could not start gRPC server" as the strategy starts; a
+  configuration fault, exit 2, before anything trains;
 - gs:// that stays unreachable: TensorFlow's file system retries each
   request with backoff (core/storage.py sets how long) and then raises
   "All N retry attempts failed. The last failure: ..."; a write of the
@@ -17,6 +21,8 @@ The texts are TensorFlow's, as its runtime raises them (TF 2.20 and 2.21):
 """
 
 import dataclasses
+import json
+import os
 import re
 
 from core import error_text
@@ -25,6 +31,8 @@ from core import exit_codes
 _UNHEALTHY = re.compile(
     r'tasks are unhealthy \(stopped sending heartbeats\):\s*((?:/job:\S+\s*)+)')
 _RETRIES = re.compile(r'All \d+ retry attempts failed')
+# A worker whose own address (TF_CONFIG) it cannot listen on.
+_NO_SERVER = 'Could not start gRPC server'
 
 
 class StorageUnavailable(Exception):
@@ -67,6 +75,17 @@ def _resumes_from(error: BaseException) -> str:
   return f'it resumes from its last checkpoint, {notes[0]}'
 
 
+def _own_address() -> str:
+  """'127.0.0.1:5000 (TF_CONFIG's worker 1)', from TF_CONFIG."""
+  try:
+    config = json.loads(os.environ.get('TF_CONFIG', ''))
+    task = config['task']
+    address = config['cluster'][task['type']][task['index']]
+    return f'{address} (TF_CONFIG\'s {task["type"]} {task["index"]})'
+  except (ValueError, KeyError, IndexError, TypeError):
+    return 'its TF_CONFIG address'
+
+
 def classify(error: BaseException) -> Fault | None:
   """The infrastructure fault behind `error` (or its causes), or None for
   anything else (a crash)."""
@@ -84,6 +103,12 @@ def classify(error: BaseException) -> Fault | None:
           f'a peer was lost: {peers} stopped sending heartbeats (a stopped '
           'or dead worker); this worker stopped with it. Rerun the job: '
           f'{_resumes_from(error)} (exit {exit_codes.PEER_LOST}).'))
+    if _NO_SERVER in text:
+      return Fault(exit_codes.USER_ERROR, (
+          f'this worker could not start its server at {_own_address()}: '
+          'another process holds that port on this host, or the address is '
+          'not this host\'s. Free the port or name another in TF_CONFIG '
+          f'(exit {exit_codes.USER_ERROR}).'))
     if _RETRIES.search(text):
       return Fault(exit_codes.STORAGE_UNAVAILABLE, (
           f'storage stayed unreachable: {error_text.one_line(e, limit=300)} '

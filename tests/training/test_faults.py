@@ -1,6 +1,8 @@
 """A lost peer and unreachable storage are named infrastructure faults
 (training/faults.py), told apart from crashes by TensorFlow's own texts."""
 
+import json
+
 import tensorflow as tf
 
 from core import exit_codes
@@ -70,3 +72,20 @@ def test_the_launcher_reruns_them_as_it_reruns_a_preemption():
     assert launch_execute.next_step(exit_code=code, node_state='READY',
                                     timed=True, retry=0,
                                     max_retries=3) == ('rerun', 1)
+
+
+def test_a_worker_that_cannot_listen_on_its_address_is_a_configuration_error(
+    monkeypatch):
+  # TF 2.21's words when the port of the worker's own TF_CONFIG address is
+  # held by another process (2026-12-06, a held socket).
+  error = tf.errors.UnknownError(None, None, 'Could not start gRPC server')
+  monkeypatch.setenv('TF_CONFIG', json.dumps(
+      {'cluster': {'worker': ['127.0.0.1:4001', '127.0.0.1:4002']},
+       'task': {'type': 'worker', 'index': 1}}))
+  fault = faults.classify(error)
+  assert fault.code == exit_codes.USER_ERROR
+  assert fault.line.startswith(
+      "this worker could not start its server at 127.0.0.1:4002 (TF_CONFIG's"
+      " worker 1): another process holds that port")
+  monkeypatch.delenv('TF_CONFIG')
+  assert 'at its TF_CONFIG address' in faults.classify(error).line
