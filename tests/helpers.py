@@ -206,9 +206,10 @@ PORT_TAKEN = 'Could not start gRPC server'
 CLUSTER_ATTEMPTS = 3
 
 
-def wait_workers(procs) -> list[str]:
-  """Each worker's output once all have ended. When one fails, the rest
-  (which would wait for it until the hang guard) are killed at once."""
+def wait_workers(procs, ends=(0,)) -> list[str]:
+  """Each worker's output once all have ended. When one fails (an exit
+  code not in `ends`), the rest (which would wait for it until the hang
+  guard) are killed at once."""
   outputs = [[] for _ in procs]
   readers = [threading.Thread(target=out.extend, args=(p.stdout,),
                               daemon=True) for p, out in zip(procs, outputs)]
@@ -216,7 +217,7 @@ def wait_workers(procs) -> list[str]:
     reader.start()
   deadline = time.monotonic() + HANG_SECONDS  # A hang guard, not a timing.
   while any(p.poll() is None for p in procs):
-    if (any(p.poll() not in (None, 0) for p in procs) or
+    if (any(p.poll() not in (None, *ends) for p in procs) or
         time.monotonic() > deadline):
       for p in procs:
         if p.poll() is None:
@@ -227,14 +228,15 @@ def wait_workers(procs) -> list[str]:
   return [''.join(out) for out in outputs]
 
 
-def run_cluster(start) -> tuple[list, list[str]]:
+def run_cluster(start, ends=(0,)) -> tuple[list, list[str]]:
   """`start()` launches a cluster's workers on fresh ports and returns
-  them (Popen, stdout piped as text); this waits for them (wait_workers)
-  and starts the cluster again, up to CLUSTER_ATTEMPTS times, while a
-  worker could not bind its port. Returns (processes, outputs)."""
+  them (Popen, stdout piped as text); this waits for them (wait_workers,
+  `ends`: the exit codes of a run that ended as it may) and starts the
+  cluster again, up to CLUSTER_ATTEMPTS times, while a worker could not
+  bind its port. Returns (processes, outputs)."""
   for _ in range(CLUSTER_ATTEMPTS):
     procs = start()
-    outputs = wait_workers(procs)
+    outputs = wait_workers(procs, ends)
     if not any(PORT_TAKEN in out for out in outputs):
       break
   return procs, outputs
