@@ -180,6 +180,16 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
+def worker_env(workers: list[str], index: int) -> dict:
+  """The environment of worker `index` of a MultiWorkerMirrored cluster on
+  `workers` (addresses): TF_CONFIG, quiet logs, the repository on the
+  path."""
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT,
+              TF_CONFIG=json.dumps({'cluster': {'worker': workers},
+                                    'task': {'type': 'worker',
+                                             'index': index}}))
+
+
 def start_worker_processes(module_and_args: list[str], out_dir,
                            num_workers: int = 2) -> list:
   """Starts `python -m MODULE <out_dir>/w<i>.npz ARGS...` as `num_workers`
@@ -190,9 +200,7 @@ def start_worker_processes(module_and_args: list[str], out_dir,
   module, *args = module_and_args
   procs = []
   for i in range(num_workers):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT,
-               TF_CONFIG=json.dumps({'cluster': {'worker': workers},
-                                     'task': {'type': 'worker', 'index': i}}))
+    env = worker_env(workers, i)
     procs.append(subprocess.Popen(
         [PYTHON, '-m', module, os.path.join(str(out_dir), f'w{i}.npz'), *args],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

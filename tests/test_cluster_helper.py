@@ -2,8 +2,6 @@
 (between free_port() and its start) fails the cluster at once, not after
 the hang guard, and the cluster starts again on fresh ports."""
 
-import json
-import os
 import socket
 import subprocess
 
@@ -37,9 +35,7 @@ def test_a_taken_port_restarts_the_cluster_on_fresh_ports():
     workers = [f'127.0.0.1:{p}' for p in ports]
     return [subprocess.Popen(
         [helpers.PYTHON, '-c', WORKER], cwd=helpers.ROOT,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TF_CONFIG=json.dumps(
-            {'cluster': {'worker': workers},
-             'task': {'type': 'worker', 'index': i}})),
+        env=helpers.worker_env(workers, i),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i in range(2)]
 

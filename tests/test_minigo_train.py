@@ -4,7 +4,6 @@ MLPerf log of `minigo`; a run killed during self-play resumes at its
 generation with nothing lost."""
 
 import hashlib
-import json
 import os
 import re
 import signal
@@ -192,17 +191,14 @@ def test_two_workers_play_on_their_own_devices_and_train_as_one(tmp_path):
     workers = [f'127.0.0.1:{helpers.free_port()}' for _ in range(2)]
     procs = []
     for i in range(2):
-      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TF_CONFIG=json.dumps(
-          {'cluster': {'worker': workers},
-           'task': {'type': 'worker', 'index': i}}))
       procs.append(subprocess.Popen(
           [helpers.PYTHON, 'train.py', '--gin_file=gin/minigo_quickstart.gin',
            '--gin_file=gin/hardware/multi_worker.gin',
            f'--model_dir={model_dir}'] + [
                f'--gin_param={b}'
                for b in TINY + UNREACHABLE + ['TRAIN_EPOCHS = 2']],
-          cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE,
-          stderr=subprocess.STDOUT, text=True))
+          cwd=helpers.ROOT, env=helpers.worker_env(workers, i),
+          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     return procs
 
   procs, outputs = helpers.run_cluster(

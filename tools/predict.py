@@ -111,11 +111,10 @@ def knob(p) -> str:
 
 def _group_sums(p) -> str:
   """What the step's group sums are, for describe()."""
-  data_replicas = p.machine.replicas // p.run.model_ways
-  group = p.run.bn_group(data_replicas, p.per_replica_batch)
   parts = []
-  if group > 1:
-    parts.append(f'batch-norm statistics over groups of {group} replicas')
+  if p.bn_group > 1:
+    parts.append(f'batch-norm statistics over groups of {p.bn_group} '
+                 'replicas')
   if p.run.spatial_partitions > 1:
     parts.append(f'halos within {p.run.spatial_partitions} spatial '
                  'partitions')

@@ -140,6 +140,7 @@ class Prediction:
   kernels: float  # The step's kernels x the time a kernel (0: not known).
   gradient_sum: float
   group_sums: float  # Batch-norm statistics and halo exchanges.
+  bn_group: int  # Replicas whose batch-norm statistics are summed (1: none).
   host_input: float  # 0 when no host input rate was given.
   step: float
   eval_step: float
@@ -216,7 +217,8 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   gradient_sum = collectives.all_reduce_seconds(
       machine_.chip, machine_.chips, gradient_bytes) + (
           collectives.latency_seconds(machine_.chip, machine_.chips))
-  group_sums = _group_sums(cost, machine_, run, data_replicas, batch)
+  bn_group = run.bn_group(data_replicas, batch) if cost.bn_layers else 1
+  group_sums = _group_sums(cost, machine_, run, data_replicas, bn_group)
   host_input = (run.global_batch / machine_.hosts / host_input_rate
                 if host_input_rate > 0 else 0.0)
   kernels = cost.train_kernels() * kernel_seconds
@@ -234,7 +236,7 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
   return Prediction(machine=machine_, run=run, per_replica_batch=batch,
                     efficiency=efficiency, compute=compute, update=update,
                     kernels=kernels, gradient_sum=gradient_sum,
-                    group_sums=group_sums,
+                    group_sums=group_sums, bn_group=bn_group,
                     host_input=host_input, step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
                     eval=eval_time, steps=steps, evals=evals,
@@ -242,11 +244,10 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
 
 
 def _group_sums(cost, machine_: Machine, run: Run, data_replicas: int,
-                batch: float) -> float:
-  """A step's batch-norm sums and halo exchanges, in seconds (the module
-  docstring's group sums)."""
+                group: int) -> float:
+  """A step's batch-norm sums over groups of `group` replicas and halo
+  exchanges, in seconds (the module docstring's group sums)."""
   chips_a_replica = machine_.chips / data_replicas
-  group = run.bn_group(data_replicas, batch)
   seconds = 0.0
   if group > 1:
     seconds += 2 * cost.bn_layers * collectives.latency_seconds(
