@@ -364,9 +364,7 @@ def test_a_stopped_worker_is_a_named_peer_loss_not_a_crash(quickstart_data,
   workers = [f'127.0.0.1:{helpers.free_port()}' for _ in range(2)]
   procs = []
   for i in range(2):
-    env = dict(os.environ, PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL='2',
-               TF_CONFIG=json.dumps({'cluster': {'worker': workers},
-                                     'task': {'type': 'worker', 'index': i}}))
+    env = helpers.worker_env(workers, i)
     procs.append(subprocess.Popen(
         train_cmd(quickstart_data, str(tmp_path / 'run'),
                   '--gin_file=gin/hardware/multi_worker.gin',
