@@ -112,7 +112,7 @@ def train(*, task: Task, optimizer: Optimizer, learning_rate: Callable,
 
   Args:
     task: ties model, inputs, loss and eval metric (training/task.py; e.g.
-      models.resnet_task.ResNetTask). Gin: the TASK macro.
+      models.resnet.task.ResNetTask). Gin: the TASK macro.
     optimizer: a training/optimizers.py optimizer.
     learning_rate: a training/schedules.py schedule class with its
       hyper-parameters bound; called with steps_per_epoch and total_steps.

@@ -29,9 +29,9 @@ from benchmarks.common import interleaved_medians
 from benchmarks.common import matmul_peak
 from core import entry_point
 from input_pipeline.bert import BertPretrainingInput
-from models.bert import Bert
-from models.bert import exclude_from_weight_decay
-from models.bert_task import BertPretrainingTask
+from models.bert.model import Bert
+from models.bert.model import exclude_from_weight_decay
+from models.bert.task import BertPretrainingTask
 from tools import build_bert_quickstart_data
 from tools import build_vocab
 from tools import create_pretraining_data

@@ -6,7 +6,7 @@
 Scores `--pairs` real German texts (the Django and Sphinx catalogs that
 pip installs, repeated to the count: 3,003 is newstest2014's size) against
 perturbed copies of themselves (words dropped, swapped, recased) with
-models.bleu.BleuMetric at each process count, round by round in turn, and
+models.common.bleu.BleuMetric at each process count, round by round in turn, and
 prints the median wall time of `result()` (the pool already started, as
 from the second eval of a run on) and its ratio to one process. Every
 count must give the same score bit for bit, or the benchmark stops.
@@ -21,7 +21,7 @@ from absl import flags
 
 from benchmarks import common
 from core import entry_point
-from models import bleu
+from models.common import bleu
 
 FLAGS = flags.FLAGS
 

@@ -26,7 +26,7 @@ import tensorflow as tf
 from benchmarks import common
 from core import entry_point
 from input_pipeline import records
-from models.resnet import ResNet
+from models.common.resnet import ResNet
 from training import checkpoints
 
 FLAGS = flags.FLAGS

@@ -43,8 +43,8 @@ def build_and_loop(tf, *, plan, rows, dense_update: bool, batch: int,
                    steps: int, fixed_batch: bool = False):
   """A loop(steps) callable for one variant."""
   import numpy as np  # pylint: disable=import-outside-toplevel
-  from models import dlrm
-  from models import dlrm_task
+  from models.dlrm import model as dlrm
+  from models.dlrm import task as dlrm_task
   from training import optimizers
   from training import step as step_lib
   vocab = (rows, 1642, 943, 795, 21, 19, 17, 9, 7)

@@ -1,4 +1,4 @@
-"""GNMT's LSTM layer (models/gnmt.lstm_layer: their build_rnn loop as a
+"""GNMT's LSTM layer (models/gnmt/model.lstm_layer: their build_rnn loop as a
 tf.scan, the input's share of the gates computed for all steps at once)
 against Keras' `LSTM` layer at the same shapes: one layer's forward and
 gradients (of the weights and the input), interleaved medians and their
@@ -23,7 +23,7 @@ FLAGS = flags.FLAGS
 def runners(batch: int, length: int, units: int) -> dict:
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  from models import gnmt  # pylint: disable=import-outside-toplevel
+  from models.gnmt import model as gnmt  # pylint: disable=import-outside-toplevel
   x = tf.random.normal([length, batch, units])
   input_kernel = tf.Variable(tf.random.uniform([units, 4 * units], -.1, .1))
   kernel = tf.Variable(tf.random.uniform([units, 4 * units], -.1, .1))

@@ -7,7 +7,7 @@ PyTorch at the same shapes.
 
 TF Model Garden has no GNMT; the MLCommons reference's PyTorch GNMT
 (`torch.nn.LSTM` layers: benchmarks/torch_gnmt_worker.py, its own venv and
-process, torch CPU) is what users pick instead. Ours: models/gnmt.GNMT
+process, torch CPU) is what users pick instead. Ours: models/gnmt/model.GNMT
 through the runtime's train loop (GnmtTask's bucket switch with one bucket
 of `--length`, the summed label-smoothed loss, clip to norm 5, Adam), float32,
 one replica. Same batch, sentence length (every sentence full, no padding),
@@ -40,8 +40,8 @@ def ours(batch: int, length: int, units: int, vocab: int, steps: int):
   """A callable running `steps` train steps of our GNMT."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from distribution import gradients  # pylint: disable=import-outside-toplevel
-  from models import gnmt  # pylint: disable=import-outside-toplevel
-  from models import gnmt_task  # pylint: disable=import-outside-toplevel
+  from models.gnmt import model as gnmt  # pylint: disable=import-outside-toplevel
+  from models.gnmt import task as gnmt_task  # pylint: disable=import-outside-toplevel
   from training import optimizers  # pylint: disable=import-outside-toplevel
   from training import schedules  # pylint: disable=import-outside-toplevel
   from training import step as step_lib  # pylint: disable=import-outside-toplevel

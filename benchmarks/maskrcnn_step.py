@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from input_pipeline import fpn_anchors
 from input_pipeline import maskrcnn as input_lib
-from models import maskrcnn as maskrcnn_lib
-from models import maskrcnn_task
+from models.maskrcnn import model as maskrcnn_lib
+from models.maskrcnn import task as maskrcnn_task
 from training import optimizers
 from training import schedules
 from training import step as step_lib

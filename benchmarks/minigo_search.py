@@ -9,8 +9,8 @@ leaf at a time, a uniform policy and value 0 from every leaf: the search
 alone, no network) from the same positions, by three engines, each round
 in its own process, interleaved round by round:
 
-- `ours`: models/mcts.py (Google's C++ tree, NumPy edges per node) on
-  models/go.py's rules;
+- `ours`: models/minigo/mcts.py (Google's C++ tree, NumPy edges per node) on
+  models/minigo/go.py's rules;
 - `pure_python`: the same search with Python lists for the edges (this
   file), on the same rules: what the NumPy edges buy;
 - `reference`: the MLPerf reference's Python MCTS (mcts.py, go.py and
@@ -18,7 +18,7 @@ in its own process, interleaved round by round:
   --reference_dir names that folder: its own rules engine, board size from
   BOARD_SIZE as it reads it.
 
-Then self-play positions a second of models/minigo_games.selfplay_work (the
+Then self-play positions a second of models/minigo/games.selfplay_work (the
 NumPy network, concurrent games, virtual losses) on one process, for the
 quickstart's settings and the 9x9 flags' network.
 """
@@ -56,7 +56,7 @@ def define_flags():
 def positions_moves(size: int, count: int) -> list[list[int]]:
   """Flat moves of `count` random 10-move openings (seeded)."""
   import numpy as np
-  from models import go
+  from models.minigo import go
   rng = np.random.default_rng(0)
   out = []
   for _ in range(count):
@@ -71,7 +71,7 @@ def positions_moves(size: int, count: int) -> list[list[int]]:
 
 
 class PurePythonNode:
-  """models/mcts.Node's search with its edges in Python lists."""
+  """models/minigo/mcts.Node's search with its edges in Python lists."""
 
   __slots__ = ('position', 'parent', 'move', 'legal', 'N', 'W', 'P',
                'children', 'expanded')
@@ -85,7 +85,7 @@ class PurePythonNode:
 
 
 def pure_python_readouts(root_position, readouts: int) -> int:
-  from models import mcts
+  from models.minigo import mcts
   root = PurePythonNode(root_position)
   root_n = [0]
   for _ in range(readouts):
@@ -128,7 +128,7 @@ def pure_python_readouts(root_position, readouts: int) -> int:
 
 def ours_readouts(root_position, readouts: int) -> int:
   import numpy as np
-  from models import mcts
+  from models.minigo import mcts
   tree = mcts.Tree(root_position, mcts.SearchOptions())
   uniform = None
   for _ in range(readouts):
@@ -172,7 +172,7 @@ def run_worker(engine: str) -> dict:
           leaf.incorporate_results(uniform, 0.0, up_to=root)
       return root.N
   else:
-    from models import go
+    from models.minigo import go
     roots = []
     for moves in openings:
       position = go.Position(size, superko=False)
@@ -194,8 +194,8 @@ def selfplay_rate(size, conv_width, trunk_layers, readouts, games,
                   concurrent) -> dict:
   """Positions a second of one process's self-play."""
   import numpy as np
-  from models import minigo_games
-  from models import selfplay
+  from models.minigo import games as minigo_games
+  from models.minigo import selfplay
   rng = np.random.default_rng(0)
   weights = {}
 

@@ -4,7 +4,7 @@ together), side by side.
 
   python -m benchmarks.minigo_selfplay [--rounds=3] [--devices=1]
 
-A generation's self-play as the run makes it (models/minigo_data.py's
+A generation's self-play as the run makes it (models/minigo/data.py's
 `produce`: 2 host processes, concurrent games, virtual losses, no fast
 moves), from the same random weights and seeds in both modes, interleaved
 round by round after a warm-up (process start-up and tracing), for two
@@ -12,7 +12,7 @@ networks: the quickstart's (7x7, 3 blocks of 32, 24 readouts) and the 9x9
 flags' (9 blocks of 64, 32 readouts here). `--devices` splits the CPU
 into that many logical devices (the device mode's replicas). Positions a
 second (moves played, fast or not) are the measure; the games are the
-same in both modes but for near ties (tests/models/test_minigo_games.py).
+same in both modes but for near ties (tests/models/minigo/test_games.py).
 """
 
 import json
@@ -38,11 +38,11 @@ def main(argv):
   del argv
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from distribution import strategy as strategies
-  from models import mcts
-  from models import minigo
-  from models import minigo_data
-  from models import minigo_task
-  from models import selfplay
+  from models.minigo import mcts
+  from models.minigo import model as minigo
+  from models.minigo import data as minigo_data
+  from models.minigo import task as minigo_task
+  from models.minigo import selfplay
   from training import device_inference
   from training import generations
   if FLAGS.devices > 1:

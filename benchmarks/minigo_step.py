@@ -3,7 +3,7 @@
   python -m benchmarks.minigo_step [--rounds=5] [--steps=4]
 
 Side by side in one process, interleaved round by round (only ratios are
-reported): the runtime's train loop (models/minigo_task.py's loss: policy
+reported): the runtime's train loop (models/minigo/task.py's loss: policy
 cross-entropy + 0.5 x value MSE, SGD momentum 0.9 with L2 1e-4 off biases
 and betas) against `keras.Model.fit` of the same network (dual_net.py's
 tower: conv-BN-ReLU, residual blocks, the two heads; kernel and gamma L2
@@ -26,9 +26,9 @@ import tensorflow as tf
 from benchmarks import common
 from benchmarks.common import interleaved_medians
 from core import entry_point
-from models import minigo
-from models import minigo_data
-from models import minigo_task
+from models.minigo import model as minigo
+from models.minigo import data as minigo_data
+from models.minigo import task as minigo_task
 from training import optimizers
 from training import schedules
 from training import step as step_lib

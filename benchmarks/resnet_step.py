@@ -23,8 +23,8 @@ from benchmarks.common import interleaved_medians
 from benchmarks.common import matmul_peak
 from core import entry_point
 from input_pipeline.imagenet import ImageNetInput
-from models.layers import is_decay_exempt
-from models.resnet import ResNet
+from models.common.layers import is_decay_exempt
+from models.common.resnet import ResNet
 from training import losses
 from training import optimizers
 from training import schedules

@@ -43,8 +43,8 @@ from distribution import mesh as mesh_lib
 from distribution import strategy as strategies
 from distribution import weight_update_sharding as wus
 from input_pipeline import spatial as spatial_input
-from models import bert as bert_lib
-from models.resnet import ResNet
+from models.bert import model as bert_lib
+from models.common.resnet import ResNet
 from training import losses
 from training import optimizers
 from training import step as step_lib

@@ -11,8 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from input_pipeline import ssd_boxes
-from models import ssd as ssd_lib
-from models import ssd_task
+from models.ssd import model as ssd_lib
+from models.ssd import task as ssd_task
 from training import losses
 from training import optimizers
 from training import schedules

@@ -26,8 +26,8 @@ from benchmarks.common import interleaved_medians
 from benchmarks.common import matmul_peak
 from core import entry_point
 from input_pipeline import subwords
-from models.transformer import Transformer
-from models import transformer_task
+from models.transformer.model import Transformer
+from models.transformer import task as transformer_task
 from training import optimizers
 from training import schedules
 from training import step as step_lib

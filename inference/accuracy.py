@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from models import inference_v05
+from models.common import inference_v05
 
 # Today's closed-division accuracy: 99% of the reference model's.
 CURRENT_QUALITY_GATE = 0.99

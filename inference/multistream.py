@@ -23,7 +23,7 @@ import math
 import os
 from typing import Callable
 
-from models import inference_v05
+from models.common import inference_v05
 
 LABEL = ("v0.5 MultiStream, emulated (LoadGen 6's back-to-back queries, "
          "inference/multistream.py)")

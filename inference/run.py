@@ -13,7 +13,7 @@ report is printed: VALID/INVALID with LoadGen's reasons, the metric, and in
 accuracy mode the model's quality computed from mlperf_log_accuracy.json.
 
 --settings=v0.5 runs with MLPerf Inference v0.5's settings of the model's
-benchmark (models/inference_v05.py: QSL size, bounds, percentiles, query
+benchmark (models/common/inference_v05.py: QSL size, bounds, percentiles, query
 counts, durations, seeds) instead of today's; there MultiStream is v0.5's
 metric, the most samples a query within the bound, emulated
 (inference/multistream.py).
@@ -94,7 +94,7 @@ from inference import multistream
 from inference import sample_library
 from inference import sut as sut_lib
 from inference import table as table_lib
-from models import inference_v05
+from models.common import inference_v05
 
 # Each scenario's metric as mlperf_log_summary.txt words it.
 METRICS = {
@@ -222,7 +222,7 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     workers: worker threads (not SingleStream).
     audit_config: an audit.config for TEST01/TEST04 ('' = none).
     defaults: {scenario: TestSettings attributes} (default: the task's
-      `inference_settings`; models/inference_v05.py's for v0.5).
+      `inference_settings`; models/common/inference_v05.py's for v0.5).
     performance_samples: the QSL's performance samples (0: the task's).
     **setting_values: TestSettings attributes (min_duration_ms, ...).
   """

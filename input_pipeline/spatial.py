@@ -1,4 +1,4 @@
-"""Feeds spatially partitioned training (models/spatial.py): each replica of
+"""Feeds spatially partitioned training (models/common/spatial.py): each replica of
 a group of P gets its own height slice of the group's images.
 
 The analogue of the TPU input feed's `input_partition_dims`: the task's
@@ -7,7 +7,7 @@ P consecutive elements, slice q holding rows [q h, (q+1) h) of the spatial
 feature (other features whole), h = slice_rows(H, P, m). When P h > H the
 image is padded below with zero rows (uneven partitioning, what XLA's
 partitioner does for a height that does not divide: the model masks those
-rows, models/spatial.py); only a task that declares `spatial_row_multiple`
+rows, models/common/spatial.py); only a task that declares `spatial_row_multiple`
 accepts that padding. tf.distribute hands a pipeline's
 consecutive elements to consecutive replicas, so replica r gets slice r % P.
 A group may also span hosts (P a multiple of the replicas a host feeds):

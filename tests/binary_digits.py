@@ -10,7 +10,7 @@ from sklearn import metrics
 import tensorflow as tf
 
 from input_pipeline.image_preprocessing import normalize
-from models.resnet_task import ResNetTask
+from models.resnet.task import ResNetTask
 
 POSITIVE_FROM = 5  # Digits 5..9 are the positive class.
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from sklearn import metrics as sk_metrics
 
 from input_pipeline import clicks
-from models import dlrm
+from models.dlrm import model as dlrm
 from tests import helpers
 
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from input_pipeline import fpn_anchors
 from input_pipeline import maskrcnn as input_lib
-from models import maskrcnn_task
+from models.maskrcnn import task as maskrcnn_task
 from tests import helpers
 from tests.input_pipeline import test_maskrcnn_input as records
 
@@ -139,12 +139,12 @@ def test_two_replicas_train_both_orientations_and_score_every_image_once(
 
 def external_aps(serve, data, steps):
   """pycocotools' box and mask AP of a SavedModel's outputs over the eval
-  set: masks pasted as Google's segm_results (models/mask_paste.py)."""
+  set: masks pasted as Google's segm_results (models/common/mask_paste.py)."""
   import contextlib
   import io
   from pycocotools import coco as coco_lib
   from pycocotools import cocoeval
-  from models import mask_paste
+  from models.common import mask_paste
   results = []
   for batch in data.eval_dataset(tf.distribute.InputContext(),
                                  global_batch_size=2, steps=steps):

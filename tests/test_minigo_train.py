@@ -146,7 +146,7 @@ def test_a_run_killed_during_selfplay_resumes_at_its_generation(tmp_path):
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
   # Model 2's weights are written when its self-play starts, after the
-  # checkpoint of step 20 (models/minigo_data.py, training/controller.py).
+  # checkpoint of step 20 (models/minigo/data.py, training/controller.py).
   started = os.path.join(model_dir, 'generations', '000002', 'model.npz')
   deadline = time.monotonic() + 600
   while not os.path.exists(started) and process.poll() is None:

@@ -337,7 +337,7 @@ GOOGLE_DLRM_TABLES = (39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63,
 
 
 def test_dlrm_pod_config_logs_googles_values(tmp_path):
-  from models import dlrm_task
+  from models.dlrm import task as dlrm_task
   from tools import convert_criteo
   (tmp_path / 'metadata.json').write_text(json.dumps({
       'dense_features': convert_criteo.DENSE_FEATURES,
@@ -517,7 +517,7 @@ def test_maskrcnn_configs_log_googles_values(tmp_path, gin_file, replicas,
 
 
 def maskrcnn_task_settings():
-  from models import maskrcnn_task
+  from models.maskrcnn import task as maskrcnn_task
   return maskrcnn_task.Settings(
       rpn_batch_size_per_im=256, rpn_pre_nms_topn=2000,
       rpn_post_nms_topn=1000, rpn_nms_threshold=0.7, batch_size_per_im=512,

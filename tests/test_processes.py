@@ -67,9 +67,9 @@ def test_gin_mistakes_fail_before_anything_runs(tmp_path):
   cases = {
       'gin.REQUIRED': ['--gin_file=gin/resnet50_pod.gin',
                        '--gin_file=gin/hardware/cpu.gin'],
-      "No configurable matching 'models.resnet.ResNt'": [
+      "No configurable matching 'models.common.resnet.ResNt'": [
           '--gin_file=gin/resnet_quickstart.gin',
-          '--gin_param=models.resnet.ResNt.depth=18'],
+          '--gin_param=models.common.resnet.ResNt.depth=18'],
       "doesn't have a parameter named 'dept'": [
           '--gin_file=gin/resnet_quickstart.gin',
           '--gin.models.resnet.ResNet.dept=18'],

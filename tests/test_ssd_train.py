@@ -9,14 +9,14 @@ import pytest
 import tensorflow as tf
 
 from input_pipeline.coco import CocoInput
-from models import coco_metric
-from models import ssd_task
+from models.common import coco_metric
+from models.ssd import task as ssd_task
 from tests import helpers
 
 
 # A ResNet-10 backbone: the quickstart's feature maps, a quarter of the
 # backbone's layers to trace for each replica.
-BACKBONE = {'models.ssd_features.ResNetFeatures.depth': 10}
+BACKBONE = {'models.ssd.features.ResNetFeatures.depth': 10}
 
 
 def bindings(data_dir, model_dir, **overrides):

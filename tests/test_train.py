@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models.resnet import ResNet
+from models.common.resnet import ResNet
 from tests import helpers
 
 pytestmark = pytest.mark.slow  # End-to-end: real runs and processes.

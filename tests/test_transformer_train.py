@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from input_pipeline import subwords
 from input_pipeline.translation import TranslationInput
-from models import bleu
-from models import transformer_task
+from models.common import bleu
+from models.transformer import task as transformer_task
 from tests import helpers
 
 
@@ -21,7 +21,7 @@ def bindings(data_dir, model_dir, **overrides):
       'FIRST_EVAL_STEP': 100,
       # Targets have at most 48 ids: 10 steps past the source's padded
       # length are enough, and decoding time grows with that length.
-      'models.transformer_task.TransformerTask.extra_decode_length': 10,
+      'models.transformer.task.TransformerTask.extra_decode_length': 10,
       # Beam search as MLPerf's, 2 wide instead of 4: half the decoding.
       'BEAM_SIZE': 2,
       'EVAL_BATCH_SIZE': 256, 'CHECKPOINT_EVERY_STEPS': 0,

@@ -1,7 +1,7 @@
 """What the runtime calls: the written contracts of task, data, model, optimizer.
 
 The runtime (train.py, training/) calls only the members below; each model
-provides one Task (models/resnet_task.py, models/bert_task.py) and the runtime
+provides one Task (models/resnet/task.py, models/bert/task.py) and the runtime
 knows nothing else about it. training/ does not import models/.
 """
 
@@ -244,7 +244,7 @@ class Task(Protocol):
   # spatial_feature: str
   # Optional, once build_model has run: slices padded to a multiple of this
   # many rows (uneven partitioning; a model that masks the padding rows,
-  # models/spatial.py). Absent or None: the height must divide.
+  # models/common/spatial.py). Absent or None: the height must divide.
   # spatial_row_multiple: int | None
   # Optional, for a benchmark judged on several figures at once (Mask
   # R-CNN: box and mask AP, both to reach their targets): `quality` is then

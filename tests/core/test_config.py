@@ -23,7 +23,7 @@ def fresh_gin():
      "through the macro GLOBAL_BATCH_SIZE) is 'abc', a str; it must be int."),
     ('training.controller.RunSchedule.steps_per_loop = 2.5',
      'RunSchedule.steps_per_loop is 2.5, a float; it must be int.'),
-    ('models.resnet.ResNet.depth = True',
+    ('models.common.resnet.ResNet.depth = True',
      'ResNet.depth is True, a bool; it must be int.'),
     ('STOP_AT_TARGET = 1', 'stop_at_target (set through the macro '
      'STOP_AT_TARGET) is 1, an int; it must be bool.'),

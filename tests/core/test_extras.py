@@ -63,7 +63,7 @@ def test_train_py_says_which_file_to_install(tmp_path):
   assert done.returncode == 2, done.stderr[-2000:]
   assert done.stderr.strip().splitlines()[-1] == (
       'error: pycocotools is not installed (gin/models/ssd.gin imports '
-      'models.ssd_task, which needs it): pip install -r requirements-ssd.txt '
+      'models.ssd.task, which needs it): pip install -r requirements-ssd.txt '
       '(make ssd_quickstart does it too).')
 
 

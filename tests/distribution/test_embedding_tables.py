@@ -11,8 +11,8 @@ from distribution import embedding_tables
 from distribution import gradients as gradients_lib
 from distribution import plan as plan_lib
 from distribution import strategy as strategies
-from models import dlrm
-from models import dlrm_task
+from models.dlrm import model as dlrm
+from models.dlrm import task as dlrm_task
 from training import optimizers
 from training import step as step_lib
 

@@ -12,8 +12,8 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 
 from distribution import mesh as mesh_lib
-from models import bert as bert_lib
-from models.bert import Bert
+from models.bert import model as bert_lib
+from models.bert.model import Bert
 from tests import helpers
 
 
@@ -288,7 +288,7 @@ def test_transformer_on_a_2x2_mesh_equals_one_device():
   """Google's v0.7 4-way split, here 2-way: heads and feed-forward over
   `model`; the packed forward and gradients equal one device's."""
   from input_pipeline import packing
-  from models import transformer as transformer_lib
+  from models.transformer import model as transformer_lib
   split_mesh = mesh_lib.MeshConfig(
       shape=(2, 2), rules=transformer_lib.sharding_rules()).make()
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from distribution import strategy as strategies
 from distribution import weight_update_sharding as wus
-from models import backbone_checkpoint
+from models.common import backbone_checkpoint
 from tests import regression_mlp
 from tests.regression_mlp import Mlp, OPTIMIZERS
 

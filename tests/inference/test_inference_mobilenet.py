@@ -14,7 +14,7 @@ from inference import backend as backends
 from inference import multistream
 from inference import run as run_lib
 from inference import sample_library
-from models import inference_v05
+from models.common import inference_v05
 from tests import helpers
 from tools import quantize_tflite
 

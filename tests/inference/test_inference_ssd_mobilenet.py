@@ -12,8 +12,8 @@ import tensorflow as tf
 from inference import backend as backends
 from inference import sample_library
 from inference import tflite_heads
-from models import backbone_checkpoint
-from models import layers
+from models.common import backbone_checkpoint
+from models.common import layers
 from tests import helpers
 from tools import quantize_tflite
 

@@ -12,8 +12,8 @@ from inference import backend as backends
 from inference import run as run_lib
 from inference import sample_library
 from inference import settings as settings_lib
-from models import tokenized_bleu
-from models import translation_task
+from models.common import tokenized_bleu
+from models.common import translation_task
 from tests import helpers
 from tools import export_savedmodel
 

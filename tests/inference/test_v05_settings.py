@@ -1,4 +1,4 @@
-"""models/inference_v05.py against r0.5's own mlperf.conf as LoadGen 6 reads
+"""models/common/inference_v05.py against r0.5's own mlperf.conf as LoadGen 6 reads
 it (tests/inference/data/v05_mlperf.conf), and against the v0.5 rules'
 table."""
 
@@ -8,7 +8,7 @@ import mlperf_loadgen as lg
 import pytest
 
 from inference import settings as settings_lib
-from models import inference_v05
+from models.common import inference_v05
 
 CONF = os.path.join(os.path.dirname(__file__), 'data', 'v05_mlperf.conf')
 # LoadGen's name of each scenario's settings in r0.5's conf.

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from input_pipeline import go_examples
-from models import go
-from models import go_features
+from models.minigo import go
+from models.minigo import features as go_features
 
 
 def _examples(count, size=5):

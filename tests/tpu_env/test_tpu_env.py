@@ -97,7 +97,7 @@ def test_transformer_quickstart_trains_under_the_tpu_build(translation_data,
   model_dir = str(tmp_path / 'transformer')
   done = train('transformer_quickstart.gin', model_dir, {
       'DATA_DIR': repr(data_dir), 'BEAM_SIZE': 2,
-      'models.transformer_task.TransformerTask.extra_decode_length': 2,
+      'models.transformer.task.TransformerTask.extra_decode_length': 2,
       **SHORT})
   assert_trained(done, model_dir, 4)
 
@@ -107,7 +107,7 @@ def test_ssd_quickstart_trains_under_the_tpu_build(ssd_data, tmp_path):
   done = train('ssd_quickstart.gin', model_dir, {
       'DATA_DIR': repr(ssd_data), 'NUM_TRAIN_EXAMPLES': 40,
       'GLOBAL_BATCH_SIZE': 8, 'EVAL_BATCH_SIZE': 8,
-      'models.ssd_features.ResNetFeatures.depth': 10, **SHORT})
+      'models.ssd.features.ResNetFeatures.depth': 10, **SHORT})
   assert_trained(done, model_dir, 4)
 
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from input_pipeline.image_preprocessing import normalize
-from models.resnet import ResNet
+from models.common.resnet import ResNet
 from tests import helpers
 
 

@@ -55,7 +55,7 @@ def test_auc_on_two_worker_processes_equals_a_plain_loop(quickstart_data,
     # The chief computed the metric; the other worker received its quality.
     assert 'host_examples' not in other['metrics']
   # Score the run's final checkpoint with the plain loop.
-  from models.resnet import ResNet
+  from models.common.resnet import ResNet
   model = ResNet(depth=10, width_multiplier=0.25, num_classes=10)
   tf.train.Checkpoint(model=model).read(tf.train.latest_checkpoint(
       f'{model_dir}/checkpoints')).expect_partial()

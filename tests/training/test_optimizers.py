@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models.layers import is_decay_exempt
+from models.common.layers import is_decay_exempt
 from training import optimizers
 from training import schedules
 

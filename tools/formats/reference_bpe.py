@@ -27,7 +27,7 @@ import re
 from typing import Sequence
 
 from input_pipeline import bpe
-from models import tokenized_bleu
+from models.common import tokenized_bleu
 
 # clean-corpus-n.perl's defaults as the reference runs it.
 MIN_TOKENS, MAX_TOKENS, MAX_RATIO, MAX_TOKEN_CHARS = 1, 80, 9.0, 1000

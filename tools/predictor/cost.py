@@ -46,7 +46,7 @@ PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
                 "BACKBONE_CHECKPOINT = ''")
 # What the count binds over a config, before the user's --gin_params:
 # - the program a TPU runs where a config leaves the choice to the device
-#   (models/beam_search.needs_fixed_shapes picks fixed shapes on a TPU, and
+#   (models/transformer/beam_search.needs_fixed_shapes picks fixed shapes on a TPU, and
 #   so does Mask R-CNN's ROI_SHAPES 'auto');
 # - DLRM's tables as the synthetic data's vocabularies (Criteo's, capped:
 #   input_pipeline/clicks.py says why the count is the same) instead of a
@@ -93,7 +93,7 @@ class ProgramCost:
       the config's group of replicas (`layer_counts`).
     window_convs: convolutions whose window spans more than one row,
       trained or frozen: each exchanges a halo with its neighbours when an
-      image is split over cores (models/spatial.py), forward and (an upper
+      image is split over cores (models/common/spatial.py), forward and (an upper
       bound: not below the first trained layer) backward.
   """
   config: dict

@@ -20,11 +20,11 @@
                 that spans the config's model_bn_span images (the span its
                 BN_GROUP_SIZE gives on its own slice, kept at every slice;
                 all replicas for BN_GROUP_SIZE 0): two a trained batch norm,
-                the [2, C] sum forward (models/layers.BatchNormSync) and its
+                the [2, C] sum forward (models/common/layers.BatchNormSync) and its
                 gradient's backward;
               - with images split over P cores (SPATIAL_PARTITIONS), a halo
                 exchange within the P before every convolution wider than a
-                row, and its gradient's (models/spatial.py).
+                row, and its gradient's (models/common/spatial.py).
               The counts come from the built model (cost.layer_counts).
   host input = a host's share of the global batch / its input rate (examples
               a second, measured by the user on a host of the slice: the

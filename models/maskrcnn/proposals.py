@@ -1,0 +1,87 @@
+"""Mask R-CNN's region proposals, as Google's MLPerf v0.7 `proposal_op`
+(mask_rcnn_architecture.py, after Detectron's generate_proposals.py):
+
+per FPN level: sigmoid scores; the top `pre_nms_topn` anchors (per level);
+their deltas decoded onto the anchors (Detectron's convention,
+models/maskrcnn/detectron_boxes.py); clipped to the image; boxes under a pixel (x the
+image's scale) or centred outside the image zeroed; greedy NMS at
+`nms_threshold` (a box goes when its IoU with a kept, higher-scoring box is
+at least the threshold; zeroed boxes are never kept); the kept boxes, up
+to `post_nms_topn`, zero-padded. Then the levels' proposals together, the
+`post_nms_topn` best. No gradient flows through the proposals.
+
+Their NMS is their tiled `non_max_suppression_padded`; TensorFlow's
+`tf.image.non_max_suppression_padded` is the same algorithm (its IoU
+lacks their padding mask, which only boxes left of 0 trigger, and clipped
+proposals have none).
+"""
+
+import tensorflow as tf
+
+from models.maskrcnn import detectron_boxes
+
+
+def padded_nms(scores, boxes, max_output: int, iou_threshold: float):
+  """Greedy NMS of [B, N] score-sorted boxes [B, N, 4]: (scores [B, max],
+  boxes [B, max, 4]) of the boxes kept, in order, zeros after them (their
+  non_max_suppression_padded then gather_*_by_indices)."""
+  picked, valid = tf.image.non_max_suppression_padded(
+      boxes, scores, max_output, iou_threshold=iou_threshold,
+      pad_to_max_output_size=True, sorted_input=True,
+      canonicalized_coordinates=True)
+  inside = tf.range(max_output)[None, :] < valid[:, None]
+  return (tf.where(inside, tf.gather(scores, picked, batch_dims=1), 0.0),
+          tf.where(inside[..., None], tf.gather(boxes, picked, batch_dims=1),
+                   0.0))
+
+
+def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
+                     post_nms_topn: int, nms_threshold: float,
+                     min_size: float):
+  batch = tf.shape(scores)[0]  # Dynamic in a serving signature.
+  count = scores.shape[1] * scores.shape[2] * scores.shape[3]
+  scores = tf.sigmoid(tf.reshape(tf.cast(scores, tf.float32),
+                                 [batch, count]))
+  deltas = tf.reshape(tf.cast(deltas, tf.float32), [batch, count, 4])
+  k = min(scores.shape[1], pre_nms_topn)
+  scores, top = tf.math.top_k(scores, k=k)
+  deltas = tf.gather(deltas, top, batch_dims=1)
+  anchors = tf.gather(anchors, top)  # [B, k, 4]
+  boxes = detectron_boxes.decode(anchors, deltas)
+  height, width, scale = (image_info[:, i:i + 1] for i in range(3))
+  boxes = detectron_boxes.clip(boxes, height, width)
+  scores, boxes = detectron_boxes.filter_small(scores, boxes, min_size,
+                                               height, width, scale)
+  keep = min(k, post_nms_topn)
+  if nms_threshold > 0:
+    scores, boxes = padded_nms(scores, boxes, keep, nms_threshold)
+  scores, top = tf.math.top_k(scores, k=keep)
+  return scores, tf.gather(boxes, top, batch_dims=1)
+
+
+def propose(score_outputs: dict, box_outputs: dict, anchors: dict,
+            image_info, *, pre_nms_topn: int = 2000,
+            post_nms_topn: int = 1000, nms_threshold: float = 0.7,
+            min_size: float = 0.0):
+  """(scores [B, K], boxes [B, K, 4]) of the best proposals, K =
+  min(post_nms_topn, what the levels hold).
+
+  Args:
+    score_outputs: {level: [B, H, W, A] RPN logits}.
+    box_outputs: {level: [B, H, W, 4 A] RPN deltas}.
+    anchors: {level: [H W A, 4] pixel anchors} (fpn_anchors, split by
+      level).
+    image_info: [B, >= 3] float: the image's height and width on the
+      network's input (before padding), and its scale (original pixels per
+      network pixel).
+  """
+  image_info = tf.cast(image_info, tf.float32)
+  scores, boxes = zip(*(
+      _level_proposals(score_outputs[level], box_outputs[level],
+                       tf.cast(anchors[level], tf.float32), image_info,
+                       pre_nms_topn, post_nms_topn, nms_threshold, min_size)
+      for level in sorted(score_outputs)))
+  scores, boxes = tf.concat(scores, axis=1), tf.concat(boxes, axis=1)
+  scores, top = tf.math.top_k(scores, k=min(scores.shape[1], post_nms_topn))
+  boxes = tf.gather(boxes, top, batch_dims=1)
+  return tf.stop_gradient(scores), tf.stop_gradient(boxes)

@@ -1,0 +1,142 @@
+"""MiniGo's games, as work for host processes: a generation's self-play
+and the evaluation games against the target.
+
+No TensorFlow here (models/common/host_pool.py spawns these): the network is
+models/minigo/numpy_model.py's, from the weights the training process hands
+over, or (self-play with inference on the devices) the training process's
+own, served by models/minigo/host_inference.py. Each work function takes one
+picklable tuple and returns plain arrays and numbers.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from models.minigo import go
+from models.minigo import features as go_features
+from models.minigo import host_inference
+from models.minigo import mcts
+from models.minigo import numpy_model as minigo_numpy
+from models.minigo import selfplay
+from models.minigo import uct_player
+
+
+def selfplay_work(work) -> dict:
+  """Plays `games` self-play games with `weights`; returns their examples
+  ('x' [n, size, size, 13] uint8, 'pi' [n, size * size + 1] float32,
+  'outcome' [n] float32) and counts ('games', 'moves', 'resigned',
+  'black_wins').
+
+  work: (network: the weights by name, or a models.minigo.host_inference.Endpoint
+    serving the network, size, options: selfplay.SelfplayOptions, games,
+    concurrent games, seed).
+  """
+  network, size, options, games, concurrent, seed = work
+  net, close = _network(network)
+  xs, pis, outcomes = [], [], []
+  counts = dict(games=0, moves=0, resigned=0, black_wins=0)
+  try:
+    for game in selfplay.play(net, size=size, games=games,
+                              concurrent=concurrent, options=options,
+                              seed=seed):
+      counts['games'] += 1
+      counts['moves'] += len(game.moves)
+      counts['resigned'] += int(game.resigned)
+      counts['black_wins'] += int(game.result > 0)
+      for example in game.examples:
+        xs.append(example.features)
+        pis.append(example.pi)
+        outcomes.append(example.value)
+  finally:
+    close()
+  moves = size * size + 1
+  return dict(
+      x=np.asarray(xs, np.uint8).reshape(-1, size, size,
+                                         go_features.PLANES),
+      pi=np.asarray(pis, np.float32).reshape(-1, moves),
+      outcome=np.asarray(outcomes, np.float32), **counts)
+
+
+def _network(network):
+  """(evaluate, close) for `network`: the weights, evaluated here in NumPy,
+  or a server's endpoint (the training process evaluates)."""
+  if isinstance(network, host_inference.Endpoint):
+    client = host_inference.Client(network)
+    return client, client.close
+  return minigo_numpy.NumpyDualNet(network), lambda: None
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchOptions:
+  """The evaluation games: the network searching `readouts` a move
+  (Google's eval.flags: 100 on 19x19, no fast moves, no resignation,
+  value-init penalty 0.2) against the target (here models/minigo/uct_player's
+  UCT with `target_rollouts` a move); the network plays Black in the
+  even-numbered games."""
+  readouts: int = 100
+  virtual_losses: int = 4
+  target_rollouts: int = 64
+  komi: float = go.KOMI
+  superko: bool = True
+  search: mcts.SearchOptions = mcts.SearchOptions()
+
+
+class NetworkPlayer:
+  """Google's MCTS with the network, leaves evaluated `virtual_losses` at
+  a time; its tree follows both sides' moves."""
+
+  def __init__(self, net, position: go.Position, options: MatchOptions,
+               rng: np.random.Generator):
+    self.net, self.options, self.rng = net, options, rng
+    self.tree = mcts.Tree(position, options.search)
+
+  def select_move(self) -> int:
+    tree, target = self.tree, self.tree.root.N + self.options.readouts
+    while tree.root.N < target:
+      leaves = selfplay.queue_leaves(tree, self.options.virtual_losses,
+                                     target)
+      if leaves:
+        policies, values = self.net(np.stack(
+            [go_features.features(leaf.position) for leaf in leaves]))
+        for leaf, policy, value in zip(leaves, policies, values):
+          tree.incorporate_results(leaf, policy, float(value))
+          tree.revert_virtual_loss(leaf)
+    return tree.pick_move(self.rng)
+
+  def played(self, move: int) -> None:
+    self.tree.play_move(move)
+
+
+def match_work(work) -> dict:
+  """Plays games `first` .. `first + games - 1` of a match between the
+  network of `weights` and the target; returns {'wins', 'games', 'moves'}
+  (wins: the network's) and each game's 'colours' (the network's) and
+  'scores' (Black's area minus White's, minus komi).
+
+  work: (weights, size, options: MatchOptions, first, games, seed).
+  """
+  weights, size, options, first, games, seed = work
+  net = minigo_numpy.NumpyDualNet(weights)
+  wins = moves = 0
+  colours, scores = [], []
+  for index in range(first, first + games):
+    rng = np.random.default_rng([seed, index])
+    position = go.Position(size, komi=options.komi, superko=options.superko)
+    network = NetworkPlayer(net, position, options, rng)
+    target = uct_player.UctPlayer(options.target_rollouts,
+                                  seed=int(rng.integers(2**31)))
+    network_colour = go.BLACK if index % 2 == 0 else go.WHITE
+    while not network.tree.is_game_over():
+      position = network.tree.root.position
+      if position.to_play == network_colour:
+        move = network.select_move()
+      else:
+        move = target.select_move(position)
+      network.played(move)
+    final = network.tree.root.position
+    wins += int(np.sign(final.score()) == network_colour)
+    moves += final.n
+    colours.append(network_colour)
+    scores.append(final.score())
+  return dict(wins=wins, games=games, moves=moves, colours=colours,
+              scores=scores)

@@ -1,0 +1,310 @@
+"""MiniGo's Monte Carlo tree search, as Google's v0.7 C++ self-play runs it.
+
+A line-by-line port of cc/mcts_tree.{h,cc} of their submission (the
+Python mcts.py beside it differs: it initialises a child's value to its
+parent's without the penalty, and selects with sqrt(max(1, N - 1)) but
+picks by N alone):
+
+- A node's edges hold its children's N (visits), W (summed values, Black's
+  view: +1 a Black win), P (prior) and the prior before noise.
+- Selection: argmax over moves of Q * to_play + U - 1000 * illegal, with
+  Q = W / (1 + N) and U = U_scale * sqrt(max(1, N_parent - 1)) * P / (1 + N),
+  U_scale = 2 * (log((1 + N_parent + 19652) / 19652) + 1.25); an illegal
+  argmax (every score -1000 or less) becomes the pass; `allow_pass=False`
+  scores the pass -100000 (and so does `pass_when_settled`, ours, while
+  the mover has a legal move that does not fill its own eye).
+- Expansion (IncorporateResults): the policy renormalised over the legal
+  moves; every child's W starts at the network's value less
+  value_init_penalty towards the player to move's loss (clamped to [-1, 1]),
+  then the value is backed up.
+- Virtual loss: W of each edge from the leaf to the root moves by the
+  to-play sign of the node below it (a loss for the player choosing it);
+  reverted when the inference comes back. N is not touched.
+- Root noise: Dirichlet noise over the legal moves, mixed in at noise_mix.
+- Move choice: for the first soft_pick_cutoff moves, sampled in proportion
+  to N^policy_softmax_temp; then the most visited (ties broken by action
+  score). Policy targets: N (^temp while soft-picking), normalised; with
+  target pruning (ReshapeFinalVisits) the visits exploration alone
+  explains are removed first.
+
+Left out: pass-alive regions (Benson's algorithm; the C++ restricts moves in
+them once the opponent has passed 4 times in a row, and ends a game whose
+whole board is pass-alive) and the inference cache (a speed-up).
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+from models.minigo import go
+
+C_PUCT_BASE = 19652.0
+C_PUCT_INIT = 1.25
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+  """The tree's options (mcts_tree.h's Options; values: Google's v0.7
+  self-play flags, ml_perf/flags/19/selfplay.flags)."""
+  value_init_penalty: float = 0.2
+  policy_softmax_temp: float = 0.98
+  soft_pick_enabled: bool = True
+  # Moves played by soft pick: the C++ default, (N * N / 12) rounded down to
+  # even (30 on 19x19), when 0.
+  soft_pick_cutoff: int = 0
+  allow_pass: bool = True
+  # Not Google's (their searches pass freely): the pass is read and played
+  # only when every other legal move fills one of the mover's own eyes
+  # (each neighbour its own stone). For small boards searched shallowly,
+  # where a free pass is exploited (docs/minigo.md).
+  pass_when_settled: bool = False
+
+  def cutoff(self, size: int) -> int:
+    return self.soft_pick_cutoff or (size * size // 12) // 2 * 2
+
+
+class Node:
+  """A position in the tree; its own N and W live in its parent's edges
+  (the root's in the tree's)."""
+
+  __slots__ = ('parent', 'move', 'position', 'legal', 'is_expanded',
+               'child_N', 'child_W', 'child_P', 'original_P', 'children',
+               'stats', 'virtual_losses', '_settled', '_illegal')
+
+  def __init__(self, position: go.Position, parent=None, move: int = -1,
+               stats=None):
+    self.parent, self.move, self.position = parent, move, position
+    self.legal = position.legal_moves()
+    moves = position.pass_move + 1
+    self.child_N = np.zeros(moves, np.int32)
+    self.child_W = np.zeros(moves, np.float32)
+    self.child_P = np.zeros(moves, np.float32)
+    self.original_P = np.zeros(moves, np.float32)
+    self.children = {}
+    self.is_expanded = False
+    self.virtual_losses = 0
+    self._settled = self._illegal = None
+    # (N array, W array, index) of this node's own edge.
+    self.stats = stats if stats is not None else (
+        (parent.child_N, parent.child_W, move))
+
+  @property
+  def N(self) -> int:  # pylint: disable=invalid-name
+    n, _, i = self.stats
+    return int(n[i])
+
+  @property
+  def W(self) -> float:  # pylint: disable=invalid-name
+    _, w, i = self.stats
+    return float(w[i])
+
+  @property
+  def Q(self) -> float:  # pylint: disable=invalid-name
+    return self.W / (1 + self.N)
+
+  @property
+  def Q_perspective(self) -> float:  # pylint: disable=invalid-name
+    """Q from the player to move's view."""
+    return self.Q * self.position.to_play
+
+  def U_scale(self) -> float:  # pylint: disable=invalid-name
+    return 2.0 * (math.log((1.0 + self.N + C_PUCT_BASE) / C_PUCT_BASE)
+                  + C_PUCT_INIT)
+
+  def child_Q(self) -> np.ndarray:  # pylint: disable=invalid-name
+    return self.child_W / (1 + self.child_N)
+
+  def action_scores(self, u_common: float) -> np.ndarray:
+    if self._illegal is None:
+      self._illegal = np.where(self.legal, 0.0, 1000.0).astype(np.float32)
+    visits = 1 + self.child_N
+    return ((self.child_W * self.position.to_play + u_common * self.child_P)
+            / visits - self._illegal)
+
+  def settled(self) -> bool:
+    """Does every legal move but the pass fill the mover's own eye?"""
+    if self._settled is None:
+      position = self.position
+      mine = np.append(position.board == position.to_play, True)
+      eye = mine[go.neighbour_table(position.size)].all(1)
+      self._settled = not (self.legal[:-1] & ~eye).any()
+    return self._settled
+
+  def game_over(self) -> bool:
+    return (self.position.is_game_over()
+            or self.position.n >= 2 * self.position.size ** 2)
+
+  def child(self, move: int) -> 'Node':
+    """MaybeAddChild."""
+    found = self.children.get(move)
+    if found is None:
+      found = self.children[move] = Node(self.position.play(move), self,
+                                         move)
+    return found
+
+  def most_visited_move(self) -> int:
+    """GetMostVisitedMove (without pass-alive restriction)."""
+    best = np.flatnonzero(self.child_N == self.child_N.max())
+    if len(best) == 1:
+      return int(best[0])
+    u_common = self.U_scale() * math.sqrt(1.0 + self.N)
+    scores = self.action_scores(u_common)[best]
+    return int(best[int(np.argmax(scores))])
+
+
+class Tree:
+  """One game's search tree (MctsTree)."""
+
+  def __init__(self, position: go.Position,
+               options: SearchOptions = SearchOptions()):
+    self.options = options
+    self._root_stats = (np.zeros(1, np.int32), np.zeros(1, np.float32), 0)
+    self.root = Node(position, stats=self._root_stats)
+
+  @property
+  def to_play(self) -> int:
+    return self.root.position.to_play
+
+  def is_game_over(self) -> bool:
+    return self.root.game_over()
+
+  def select_leaf(self) -> Node:
+    node = self.root
+    while node.is_expanded:
+      u_common = node.U_scale() * math.sqrt(max(1, node.N - 1))
+      scores = node.action_scores(u_common)
+      if not self.options.allow_pass or (
+          self.options.pass_when_settled and not node.settled()):
+        scores[node.position.pass_move] = -100000.0
+      best = int(np.argmax(scores))
+      if not node.legal[best]:
+        best = node.position.pass_move
+      node = node.child(best)
+    return node
+
+  def _to_root(self, leaf: Node):
+    node = leaf
+    while True:
+      yield node
+      if node is self.root:
+        return
+      node = node.parent
+
+  def add_virtual_loss(self, leaf: Node) -> None:
+    for node in self._to_root(leaf):
+      node.virtual_losses += 1
+      _, w, i = node.stats
+      w[i] += node.position.to_play
+
+  def revert_virtual_loss(self, leaf: Node) -> None:
+    for node in self._to_root(leaf):
+      node.virtual_losses -= 1
+      _, w, i = node.stats
+      w[i] -= node.position.to_play
+
+  def incorporate_results(self, leaf: Node, policy: np.ndarray,
+                          value: float) -> None:
+    """Expands the leaf with the network's policy [moves] and value
+    (Black's view, in [-1, 1])."""
+    if leaf.is_expanded:
+      return
+    legal = leaf.legal
+    total = float(policy[legal].sum(dtype=np.float32))
+    scale = 1.0 / total if total > np.finfo(np.float32).tiny else 0.0
+    probs = np.where(legal, policy * scale, 0).astype(np.float32)
+    reduction = self.options.value_init_penalty * leaf.position.to_play
+    reduced = min(1.0, max(-1.0, value - reduction))
+    leaf.is_expanded = True
+    leaf.original_P = probs
+    leaf.child_P = probs.copy()
+    leaf.child_W += np.float32(reduced)
+    self.backup_value(leaf, value)
+
+  def incorporate_end_game_result(self, leaf: Node, value: float) -> None:
+    self.backup_value(leaf, value)
+
+  def backup_value(self, leaf: Node, value: float) -> None:
+    for node in self._to_root(leaf):
+      n, w, i = node.stats
+      w[i] += value
+      n[i] += 1
+
+  def inject_noise(self, noise: np.ndarray, mix: float) -> None:
+    root = self.root
+    legal_noise = np.where(root.legal, noise, 0)
+    total = float(legal_noise.sum())
+    scale = 1.0 / total if total > np.finfo(np.float32).tiny else 0.0
+    root.child_P = ((1 - mix) * root.child_P
+                    + mix * scale * legal_noise).astype(np.float32)
+
+  def _soft_picking(self) -> bool:
+    return (self.options.soft_pick_enabled and self.root.position.n
+            < self.options.cutoff(self.root.position.size))
+
+  def pick_move(self, rng: np.random.Generator) -> int:
+    if self._soft_picking():
+      weights = np.power(self.root.child_N[:-1].astype(np.float64),
+                         self.options.policy_softmax_temp)
+      cdf = np.cumsum(weights)
+      if cdf[-1] == 0:
+        return self.root.position.pass_move
+      # SampleCdf: the first entry above a uniform draw of the total.
+      return int(np.searchsorted(cdf, rng.uniform() * cdf[-1], 'right'))
+    move = self.root.most_visited_move()
+    return move if self.root.legal[move] else self.root.position.pass_move
+
+  def search_pi(self) -> np.ndarray:
+    """The policy target: visits (^temp while soft-picking), normalised."""
+    n = self.root.child_N.astype(np.float32)
+    if self._soft_picking():
+      n = np.power(n, np.float32(self.options.policy_softmax_temp))
+    total = n.sum()
+    if total <= 0:
+      raise ValueError('search_pi of a root without visits.')
+    return n / total
+
+  def reshape_final_visits(self) -> None:
+    """Target pruning: each move but the best keeps only the visits its
+    action score still needs to stay below the best's."""
+    root = self.root
+    best = root.most_visited_move()
+    u_common = root.U_scale() * math.sqrt(1.0 + root.N)
+    to_play = root.position.to_play
+    scores = root.action_scores(u_common)
+    best_score = scores[best]
+    q = root.child_Q() * to_play
+    with np.errstate(divide='ignore', invalid='ignore'):
+      needed = -(root.U_scale() * root.child_P * math.sqrt(root.N)) / (
+          q - best_score)
+    # C++: max(0, min(N, (int) needed)); the float's cast truncates.
+    needed = np.nan_to_num(needed, nan=0.0, posinf=2**31 - 1,
+                           neginf=-2**31)
+    pruned = np.maximum(0, np.minimum(root.child_N,
+                                      np.trunc(needed).astype(np.int64)))
+    pruned[best] = root.child_N[best]
+    root.child_N[:] = pruned
+    if not (root.child_N > 0).any():
+      root.child_N[root.position.pass_move] = 1
+
+  def play_move(self, move: int) -> None:
+    """Descends to the move's child, dropping the other subtrees."""
+    if self.is_game_over() or not self.root.legal[move]:
+      raise go.IllegalMove(f'{move} in a tree at move {self.root.position.n}'
+                           f' (game over: {self.is_game_over()}).')
+    child = self.root.child(move)
+    self.root.children = {move: child}
+    self.root = child
+
+  def clear_subtrees(self) -> None:
+    """ClearSubtrees: the root's children and statistics dropped, its own N
+    and W too (a full search after a fast one starts afresh; the C++ sets
+    the next move's readout target before clearing, so that search runs
+    the old N more readouts: SelfPlayer.play_move keeps that)."""
+    root = self.root
+    root.children = {}
+    for array in (root.child_N, root.child_W, root.child_P, root.original_P):
+      array[:] = 0
+    n, w, i = root.stats
+    n[i], w[i] = 0, 0
+    root.is_expanded = False
