@@ -60,6 +60,7 @@ startup.import_tensorflow()  # First: TensorFlow without Keras.
 import tensorflow as tf
 
 from core import exit_codes
+from core import extras
 from core import staged_files
 from core import storage as storage_lib
 from distribution import plan as plan_lib
@@ -71,7 +72,6 @@ from training import controller as controller_lib
 from training import device_inference
 from training import evaluator as evaluator_lib
 from training import events
-from core import extras
 from training import faults
 from training import generations as generations_lib
 from training import mlperf_log
@@ -80,10 +80,10 @@ from training import run_lock
 from training import run_options
 from training import step as step_lib
 from training import task as task_lib
-from training.task import Optimizer
-from training.task import Task
 from training import uploads as uploads_lib
 from training import watchdog as watchdog_lib
+from training.task import Optimizer
+from training.task import Task
 
 
 def check_writable(model_dir: str) -> None:
@@ -197,12 +197,66 @@ def lock_model_dir(model_dir: str, chief: bool, worker_sum):
 def _train(*, task, optimizer, learning_rate, model_dir, schedule,
            plan: plan_lib.Plan, options: run_options.RunOptions, mlperf,
            extra_actions, lock, writes: uploads_lib.RemoteWrites):
-  profiler = None
+  """The run once the plan, lock and log exist: check, build, run."""
+  profiler = None  # Made first: bad PROFILE_STEPS fail before any compute.
   if options.profile_steps:
     profiler = actions_lib.Profiler(logdir=model_dir,
                                     first_step=options.profile_steps[0],
                                     last_step=options.profile_steps[1])
-  chief, worker_sum, worker_id = plan.chief, plan.worker_sum, plan.worker_id
+  steps_per_epoch, total_steps = _check_inputs(task, schedule, plan)
+  lr = learning_rate(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+  model, step, checkpointer = _build_state(
+      task=task, optimizer=optimizer, plan=plan, model_dir=model_dir,
+      schedule=schedule, options=options, writes=writes)
+  evaluator, num_eval_examples = _build_evaluation(
+      task=task, model=model, plan=plan, schedule=schedule, options=options)
+  mlperf.hyperparameters = mlperf_log.hyperparameters(
+      task=task, optimizer=optimizer, learning_rate=lr,
+      global_batch_size=schedule.global_batch_size,
+      num_replicas=plan.replicas,
+      num_eval_examples=num_eval_examples, total_steps=total_steps,
+      seed=options.seed)
+  generations = _generation_runner(task, model, plan, model_dir)
+  context = actions_lib.RunContext(model_dir=model_dir, model=model,
+                                   task=task, chief=plan.chief,
+                                   worker_id=plan.worker_id,
+                                   uploads=writes.uploads,
+                                   staging=writes.staging)
+  run_actions = _run_actions(
+      task=task, schedule=schedule, plan=plan, options=options,
+      model_dir=model_dir, mlperf=mlperf, lock=lock, writes=writes,
+      checkpointer=checkpointer, steps_per_epoch=steps_per_epoch,
+      extra=[make(context=context) for make in extra_actions])
+  if profiler:
+    run_actions.append(profiler)
+  controller = controller_lib.Controller(
+      train_loop=plan.on_devices(step_lib.make_train_loop(
+          strategy=plan.strategy, model=model, optimizer=optimizer,
+          learning_rate=lr, task=task, step=step,
+          **plan.train_loop_options())),
+      make_train_iterator=_train_iterators(task, schedule, plan),
+      evaluator=evaluator, step=step, schedule=schedule,
+      total_steps=total_steps, steps_per_epoch=steps_per_epoch,
+      checkpointer=checkpointer, actions=run_actions, learning_rate=lr,
+      explain_input_error=task.explain_input_error,
+      check_start=_same_start_everywhere(plan, checkpointer),
+      watchdog=watchdog_lib.Watchdog(
+          warn_after=options.stall_warning_seconds),
+      generations=generations)
+  try:
+    result = controller.run()  # Restores, compiles, loops, evaluates, saves.
+  except Exception as e:
+    # A lost peer or unreachable storage names what a rerun resumes from.
+    faults.note_last_checkpoint(e, checkpointer.latest())
+    raise
+  result.model = model
+  return result
+
+
+def _check_inputs(task, schedule, plan: plan_lib.Plan) -> tuple[int, int]:
+  """Batch sizes that divide by the replicas, the data, the step budget and
+  the schedule's consistency, before anything is built. Returns
+  (steps_per_epoch, total_steps)."""
   strategies.per_replica_batch_size(schedule.global_batch_size,
                                     plan.train_batch_replicas())
   strategies.per_replica_batch_size(schedule.eval_batch, plan.replicas,
@@ -211,8 +265,15 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
   steps_per_epoch = task.data.steps_per_epoch(schedule.global_batch_size)
   total_steps = schedule.total_steps(steps_per_epoch)
   schedule.validate(total_steps)
-  lr = learning_rate(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+  return steps_per_epoch, total_steps
 
+
+def _build_state(*, task, optimizer, plan: plan_lib.Plan, model_dir,
+                 schedule, options: run_options.RunOptions,
+                 writes: uploads_lib.RemoteWrites):
+  """The model, the global step and the optimizer's slots, made in the
+  plan's scope, and the Checkpointer of the plan's view of them. Returns
+  (model, step, checkpointer)."""
   with plan.scope():
     model = task.build_model()
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name='global_step')
@@ -221,29 +282,37 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
   slots, before_save = plan.checkpoint_optimizer(
       optimizer, list(model.trainable_variables))
   saved_model, before_model_save = plan.checkpoint_model(model)
-  before_save = _both(before_save, before_model_save)
   checkpointer = checkpoints.Checkpointer(
-      model_dir=model_dir, chief=chief, worker_id=worker_id,
+      model_dir=model_dir, chief=plan.chief, worker_id=plan.worker_id,
       max_to_keep=schedule.max_checkpoints, restart=options.restart,
-      before_save=before_save, collective_save=plan.collective_save,
+      before_save=_both(before_save, before_model_save),
+      collective_save=plan.collective_save,
       watchdog=watchdog_lib.Watchdog(
           warn_after=options.stall_warning_seconds),
       uploads=writes.uploads,
       staging=(os.path.join(writes.staging, 'checkpoints') if writes.staging
                else None),
       model=saved_model, optimizer=slots, step=step)
+  return model, step, checkpointer
 
+
+def _same_start_everywhere(plan: plan_lib.Plan, checkpointer):
+  """The Controller's check that every worker restored the chief's step."""
   def check_start(start_step):
     # A read error on one worker only would leave the workers at different
     # steps with different weights: stop instead.
-    chief_step = worker_sum(start_step, first_replica_only=True)
-    if worker_sum((start_step - chief_step) ** 2):
+    chief_step = plan.worker_sum(start_step, first_replica_only=True)
+    if plan.worker_sum((start_step - chief_step) ** 2):
       raise RuntimeError(
-          f'Worker {worker_id} restored step {start_step}, the chief step '
-          f'{chief_step:.0f}: the workers read different checkpoints from '
-          f'{checkpointer.directory}. Rerun; if it repeats, check that every '
-          'worker sees the same files.')
+          f'Worker {plan.worker_id} restored step {start_step}, the chief '
+          f'step {chief_step:.0f}: the workers read different checkpoints '
+          f'from {checkpointer.directory}. Rerun; if it repeats, check that '
+          'every worker sees the same files.')
+  return check_start
 
+
+def _train_iterators(task, schedule, plan: plan_lib.Plan):
+  """start_step -> the devices' training input, positioned at that step."""
   def make_train_iterator(start_step):
     def dataset_fn(ctx):
       return task.data.train_dataset(
@@ -251,8 +320,18 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
           start_step=start_step)
     return iter(plan.distribute(dataset_fn, schedule.global_batch_size,
                                 training=True))
+  return make_train_iterator
 
-  own_evaluation = callable(getattr(task, 'make_evaluator', None))
+
+def _build_evaluation(*, task, model, plan: plan_lib.Plan, schedule,
+                      options: run_options.RunOptions):
+  """The evaluator: the task's own (MiniGo's games) or eval batches on the
+  devices with the task's sums and host metric. Returns (evaluator, the
+  number of eval examples)."""
+  if callable(getattr(task, 'make_evaluator', None)):
+    num_eval_examples = task.data.num_eval_examples()
+    return task.make_evaluator(model, chief=plan.chief,
+                               worker_sum=plan.worker_sum), num_eval_examples
   eval_steps = []  # Filled by eval_fn, which sees the real pipeline count.
 
   def eval_fn(ctx):
@@ -262,58 +341,58 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
     return task.data.eval_dataset(ctx, global_batch_size=schedule.eval_batch,
                                   steps=steps)
 
-  if not own_evaluation:
-    eval_dataset = plan.distribute(eval_fn, schedule.eval_batch,
-                                   training=False)
-    if len(set(eval_steps)) != 1:
-      raise RuntimeError(
-          f'Input pipelines disagree on eval steps: {eval_steps}')
+  eval_dataset = plan.distribute(eval_fn, schedule.eval_batch,
+                                 training=False)
+  if len(set(eval_steps)) != 1:
+    raise RuntimeError(
+        f'Input pipelines disagree on eval steps: {eval_steps}')
   num_eval_examples = task.data.num_eval_examples()
-  mlperf.hyperparameters = mlperf_log.hyperparameters(
-      task=task, optimizer=optimizer, learning_rate=lr,
-      global_batch_size=schedule.global_batch_size,
-      num_replicas=plan.replicas,
-      num_eval_examples=num_eval_examples, total_steps=total_steps,
-      seed=options.seed)
-  if own_evaluation:  # Not eval batches on the devices (MiniGo's games).
-    evaluator = task.make_evaluator(model, chief=chief,
-                                    worker_sum=worker_sum)
-  else:
-    host_metric = task.host_metric()
-    # A per-host metric scores each host's own examples where the plan
-    # keeps each host's outputs on it.
-    per_host = task_lib.is_per_host(host_metric) and plan.per_host_outputs
-    evaluator = evaluator_lib.Evaluator(
-        worker_sum=worker_sum,
-        eval_loop=plan.on_devices(step_lib.make_eval_loop(
-            strategy=plan.strategy, model=model, task=task,
-            local_outputs=per_host)),
-        make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
-        task=task, chief=chief, expected_count=num_eval_examples,
-        steps_per_loop=options.eval_steps_per_loop,
-        asynchronous=options.asynchronous_eval,
-        host_timeout_seconds=options.host_metric_timeout_seconds,
-        host_metric=host_metric, per_host=per_host, worker_id=worker_id)
-  generations = None
-  if callable(getattr(task.data, 'produce', None)):
-    generations = generations_lib.GenerationRunner(
-        data=task.data,
-        variables=[*model.trainable_variables, *model.state.values()],
-        worker_id=worker_id, worker_sum=worker_sum,
-        directory=os.path.join(model_dir, 'generations'),
-        infer=device_inference.DeviceInference(
-            strategy=plan.strategy, fn=task.serving_fn(model)))
+  host_metric = task.host_metric()
+  # A per-host metric scores each host's own examples where the plan keeps
+  # each host's outputs on it.
+  per_host = task_lib.is_per_host(host_metric) and plan.per_host_outputs
+  evaluator = evaluator_lib.Evaluator(
+      worker_sum=plan.worker_sum,
+      eval_loop=plan.on_devices(step_lib.make_eval_loop(
+          strategy=plan.strategy, model=model, task=task,
+          local_outputs=per_host)),
+      make_iterator=lambda: iter(eval_dataset), steps=eval_steps[0],
+      task=task, chief=plan.chief, expected_count=num_eval_examples,
+      steps_per_loop=options.eval_steps_per_loop,
+      asynchronous=options.asynchronous_eval,
+      host_timeout_seconds=options.host_metric_timeout_seconds,
+      host_metric=host_metric, per_host=per_host, worker_id=plan.worker_id)
+  return evaluator, num_eval_examples
 
-  context = actions_lib.RunContext(model_dir=model_dir, model=model,
-                                   task=task, chief=chief, worker_id=worker_id,
-                                   uploads=writes.uploads,
-                                   staging=writes.staging)
-  run_actions = [
+
+def _generation_runner(task, model, plan: plan_lib.Plan, model_dir):
+  """For a task whose data is made between generations (MiniGo's
+  self-play), what makes it with the model on the devices; else None."""
+  if not callable(getattr(task.data, 'produce', None)):
+    return None
+  return generations_lib.GenerationRunner(
+      data=task.data,
+      variables=[*model.trainable_variables, *model.state.values()],
+      worker_id=plan.worker_id, worker_sum=plan.worker_sum,
+      directory=os.path.join(model_dir, 'generations'),
+      infer=device_inference.DeviceInference(
+          strategy=plan.strategy, fn=task.serving_fn(model)))
+
+
+def _run_actions(*, task, schedule, plan: plan_lib.Plan,
+                 options: run_options.RunOptions, model_dir, mlperf, lock,
+                 writes: uploads_lib.RemoteWrites, checkpointer,
+                 steps_per_epoch, extra) -> list:
+  """The actions the Controller notifies, in order (docs/architecture.md,
+  "One run, file by file"), the user's (`extra`) last."""
+  chief, worker_sum = plan.chief, plan.worker_sum
+  config_text = gin_config.readable(gin.config_str())
+  return [
       actions_lib.LockGuard(lock=lock, worker_sum=worker_sum,
                             on_lost=mlperf.close),
       actions_lib.ConfigFile(
           path=os.path.join(model_dir, 'config.gin') if chief else None,
-          text=gin_config.readable(gin.config_str()), uploads=writes.uploads),
+          text=config_text, uploads=writes.uploads),
       actions_lib.StorageGuard(uploads=writes.uploads, worker_sum=worker_sum),
       actions_lib.NanGuard(checkpointer),
       actions_lib.ProgressLine(global_batch_size=schedule.global_batch_size,
@@ -322,7 +401,7 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
                                stop_at_target=schedule.stop_at_target,
                                detail=getattr(task, 'quality_detail', None)),
       actions_lib.Summaries(model_dir=model_dir, chief=chief,
-                            config_text=gin_config.readable(gin.config_str()),
+                            config_text=config_text,
                             quality_tag=task.quality_tag,
                             global_batch_size=schedule.global_batch_size,
                             steps_per_epoch=steps_per_epoch,
@@ -342,31 +421,8 @@ def _train(*, task, optimizer, learning_rate, model_dir, schedule,
                                  worker_sum=worker_sum,
                                  grace_seconds=(
                                      options.preemption_grace_seconds)),
-      *(make(context=context) for make in extra_actions),
+      *extra,
   ]
-  if profiler:
-    run_actions.append(profiler)
-  controller = controller_lib.Controller(
-      train_loop=plan.on_devices(step_lib.make_train_loop(
-          strategy=plan.strategy, model=model, optimizer=optimizer,
-          learning_rate=lr, task=task, step=step,
-          **plan.train_loop_options())),
-      make_train_iterator=make_train_iterator, evaluator=evaluator, step=step,
-      schedule=schedule, total_steps=total_steps,
-      steps_per_epoch=steps_per_epoch, checkpointer=checkpointer,
-      actions=run_actions, learning_rate=lr,
-      explain_input_error=task.explain_input_error, check_start=check_start,
-      watchdog=watchdog_lib.Watchdog(
-          warn_after=options.stall_warning_seconds),
-      generations=generations)
-  try:
-    result = controller.run()
-  except Exception as e:
-    # A lost peer or unreachable storage names what a rerun resumes from.
-    faults.note_last_checkpoint(e, checkpointer.latest())
-    raise
-  result.model = model
-  return result
 
 
 # -- Command line ---------------------------------------------------------------

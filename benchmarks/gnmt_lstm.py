@@ -23,7 +23,8 @@ FLAGS = flags.FLAGS
 def runners(batch: int, length: int, units: int) -> dict:
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  from models.gnmt import model as gnmt  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from models.gnmt import model as gnmt
   x = tf.random.normal([length, batch, units])
   input_kernel = tf.Variable(tf.random.uniform([units, 4 * units], -.1, .1))
   kernel = tf.Variable(tf.random.uniform([units, 4 * units], -.1, .1))

@@ -40,8 +40,10 @@ def ours(batch: int, length: int, units: int, vocab: int, steps: int):
   """A callable running `steps` train steps of our GNMT."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from distribution import gradients  # pylint: disable=import-outside-toplevel
-  from models.gnmt import model as gnmt  # pylint: disable=import-outside-toplevel
-  from models.gnmt import task as gnmt_task  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from models.gnmt import model as gnmt
+  # pylint: disable-next=import-outside-toplevel
+  from models.gnmt import task as gnmt_task
   from training import optimizers  # pylint: disable=import-outside-toplevel
   from training import schedules  # pylint: disable=import-outside-toplevel
   from training import step as step_lib  # pylint: disable=import-outside-toplevel

@@ -1,6 +1,6 @@
 """A strided 1x1 convolution two ways: conv2d at the stride, and the
-stride's subsample convolved at stride 1 (what models/common/layers.py does below
-16 input channels, where TF 2.21's oneDNN filter gradient of the first
+stride's subsample convolved at stride 1 (what models/common/layers.py does
+below 16 input channels, where TF 2.21's oneDNN filter gradient of the first
 crashes). Forward and both gradients at ResNet-50's three projection-
 shortcut shapes and the SSD quickstart's 8-channel one; interleaved medians
 and their ratio: why the subsample is kept to where the crash is.

@@ -9,6 +9,7 @@ never calls gin: this module is what the entry points share.
 """
 
 import collections.abc
+import contextlib
 import difflib
 import os
 import re
@@ -17,6 +18,8 @@ import typing
 
 from absl import app
 import gin
+
+from core import moved_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIN_FOLDER = os.path.join(ROOT, 'gin')
@@ -138,15 +141,61 @@ def parse(gin_files: list[str], bindings: list[str],
   gin_files = [_gin_path(f) for f in resolve_gin_files(gin_files)]
   # Files first: the macros their bindings read, before a command-line
   # binding of a parameter replaces the binding that read one.
-  gin.parse_config_files_and_bindings(list(gin_files), [],
-                                      finalize_config=False)
+  with _unknown_names_explained():
+    gin.parse_config_files_and_bindings(list(gin_files), [],
+                                        finalize_config=False)
   read_by_files = macros_read()
-  gin.parse_config_files_and_bindings([], list(bindings),
-                                      finalize_config=finalize)
+  with _unknown_names_explained():
+    gin.parse_config_files_and_bindings([], list(bindings),
+                                        finalize_config=finalize)
   check_binding_types()
   if unread_macros == 'known':
     read_by_files = read_by_files | macros_of_the_gin_files()
   check_macros_read(read_by_files)
+
+
+# The suite's top-level packages: an import of a missing one in a gin file
+# is the file's mistake, not a package left uninstalled (core/extras.py).
+_OWN_PACKAGES = ('core', 'input_pipeline', 'distribution', 'training',
+                 'models', 'inference', 'tools', 'train')
+_UNKNOWN = re.compile(r"^(?:No module named|No configurable matching) "
+                      r"'([\w.]+)'")
+_WHERE = re.compile(r'^\s*In (?:file "([^"]+)", line (\d+)|bindings string '
+                    r'line (\d+))')
+
+
+@contextlib.contextmanager
+def _unknown_names_explained():
+  """gin's "No module named X" (from a gin `import`: a crash) and "No
+  configurable matching X" as one line naming where and, for a module
+  that moved (core/moved_names.py), the name to write instead."""
+  try:
+    yield
+  except (ImportError, ValueError) as e:
+    lines = str(e).splitlines()
+    unknown = _UNKNOWN.match(lines[0]) if lines else None
+    if not unknown:
+      raise
+    name = unknown[1]
+    where = next((m for m in map(_WHERE.match, lines[1:]) if m), None)
+    if where and where[1]:
+      place = f'{shown_path(where[1])}, line {where[2]}'
+    elif where:
+      place = f'the bindings (--gin_param, --gin.), line {where[3]}'
+    else:
+      place = 'the gin config'
+    new = moved_names.moved(name)
+    if new:
+      raise ValueError(
+          f'{place}: {name} is now {new} (models/ is one folder a benchmark '
+          'since 2026-12-07; docs/models.md, "Moved names"): rename it there.'
+          ) from None
+    if isinstance(e, ImportError) and name.split('.')[0] in _OWN_PACKAGES:
+      raise ValueError(f'{place} imports {name}, which is no module of this '
+                       'suite: check the name (docs/models.md says where '
+                       'each model lives).') from None
+    raise ValueError(f'{place}: no configurable is named {name}; check the '
+                     'name and that its module is imported.') from None
 
 
 def _bindings():

@@ -2,7 +2,8 @@
 reads them (preprocessing.py).
 
 A record is a tf.train.Example of
-  'x'        bytes: the features, [size, size, 13] uint8 (models/minigo/features);
+  'x'        bytes: the features, [size, size, 13] uint8
+             (models/minigo/features.py);
   'pi'       bytes: the search's policy, [size * size + 1] float32;
   'outcome'  float: the game's result, Black's view (+1 or -1);
 in ZLIB-compressed TFRecord files (their TF_RECORD_CONFIG).

@@ -1,17 +1,17 @@
-"""Feeds spatially partitioned training (models/common/spatial.py): each replica of
-a group of P gets its own height slice of the group's images.
+"""Feeds spatially partitioned training (models/common/spatial.py): each replica
+of a group of P gets its own height slice of the group's images.
 
-The analogue of the TPU input feed's `input_partition_dims`: the task's
-pipeline makes batches for N/P data-parallel groups, and each batch becomes
-P consecutive elements, slice q holding rows [q h, (q+1) h) of the spatial
-feature (other features whole), h = slice_rows(H, P, m). When P h > H the
-image is padded below with zero rows (uneven partitioning, what XLA's
-partitioner does for a height that does not divide: the model masks those
-rows, models/common/spatial.py); only a task that declares `spatial_row_multiple`
-accepts that padding. tf.distribute hands a pipeline's
-consecutive elements to consecutive replicas, so replica r gets slice r % P.
-A group may also span hosts (P a multiple of the replicas a host feeds):
-its hosts read the same images and each emits its own replicas' slices.
+The analogue of the TPU input feed's `input_partition_dims`: the task's pipeline
+makes batches for N/P data-parallel groups, and each batch becomes P consecutive
+elements, slice q holding rows [q h, (q+1) h) of the spatial feature (other
+features whole), h = slice_rows(H, P, m). When P h > H the image is padded below
+with zero rows (uneven partitioning, what XLA's partitioner does for a height
+that does not divide: the model masks those rows, models/common/spatial.py);
+only a task that declares `spatial_row_multiple` accepts that padding.
+tf.distribute hands a pipeline's consecutive elements to consecutive replicas,
+so replica r gets slice r % P. A group may also span hosts (P a multiple of the
+replicas a host feeds): its hosts read the same images and each emits its own
+replicas' slices.
 """
 
 from typing import Callable

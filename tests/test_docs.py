@@ -1,6 +1,7 @@
 """The documentation holds together: every relative link resolves, every
-macro a gin file defines is in docs/configuration.md, and the README stays
-a short guide."""
+macro a gin file defines is in docs/configuration.md, the README stays a
+short guide, and each folder of models/ opens with a README naming its
+files."""
 
 import glob
 import os
@@ -8,9 +9,14 @@ import re
 
 from tests import helpers
 
+MODEL_FOLDERS = sorted(
+    os.path.dirname(os.path.relpath(p, helpers.ROOT))
+    for p in glob.glob(os.path.join(helpers.ROOT, 'models', '*',
+                                    '__init__.py')))
 PAGES = ['README.md'] + sorted(
     os.path.relpath(p, helpers.ROOT)
-    for p in glob.glob(os.path.join(helpers.ROOT, 'docs', '*.md')))
+    for p in glob.glob(os.path.join(helpers.ROOT, 'docs', '*.md'))) + [
+        os.path.join(f, 'README.md') for f in MODEL_FOLDERS]
 
 
 def test_every_relative_link_resolves():
@@ -46,3 +52,23 @@ def test_the_readme_is_a_short_guide():
                'docs/scaling.md', 'docs/failures.md', 'docs/inference.md',
                'docs/runs.md', 'docs/data.md', 'docs/testing.md'):
     assert f']({page})' in readme, page
+
+
+def test_each_model_folder_opens_with_a_readme_naming_its_files():
+  assert len(MODEL_FOLDERS) == 9, MODEL_FOLDERS  # 8 families and common/.
+  wrong = []
+  for folder in MODEL_FOLDERS:
+    page = os.path.join(folder, 'README.md')
+    text = open(os.path.join(helpers.ROOT, page)).read()
+    modules = sorted(n for n in os.listdir(os.path.join(helpers.ROOT, folder))
+                     if n.endswith('.py') and n != '__init__.py')
+    wrong += [f'{page} does not name {m}' for m in modules
+              if f'`{m}`' not in text]
+    for path in re.findall(r'`((?:\.\./|gin/)[\w/.]+\.(?:py|gin))`', text):
+      base = helpers.ROOT if path.startswith('gin/') else os.path.join(
+          helpers.ROOT, folder)
+      if not os.path.isfile(os.path.join(base, path)):
+        wrong.append(f'{page} names {path}, which does not exist')
+    if folder != 'models/common' and 'gin/models/' not in text:
+      wrong.append(f'{page} names no model gin file')
+  assert not wrong, '; '.join(wrong)

@@ -1,7 +1,8 @@
 """The floors point one way (docs/architecture.md, "Floors"): each folder
 imports only from the floors below it, and no modules import each other
-in a circle. Read from the code's own import statements (at any depth,
-lazy imports included), without importing anything."""
+in a circle; in models/, no benchmark family imports another and the
+shared code imports no family. Read from the code's own import statements
+(at any depth, lazy imports included), without importing anything."""
 
 import ast
 import os
@@ -15,7 +16,8 @@ FLOORS = (
     ('input_pipeline',),  # host input pipelines
     ('distribution',),    # strategies, plans, meshes, gradient summation
     ('training',),        # the runtime: loops, checkpoints, logs, actions
-    ('models',),          # tasks and models
+    ('models',),          # tasks and models: one package a benchmark family
+                          # and models/common/ (see SHARED_MODELS)
     ('inference',),       # the LoadGen harness
     ('train', 'tools'),   # the entry points: train.py, the user's commands
     ('benchmarks',),      # measurements of all of the above
@@ -89,6 +91,51 @@ def test_every_folder_imports_only_from_the_floors_below_it():
                      + '; '.join(wrong))
 
 
+# models/ is one package a benchmark family and one shared place.
+SHARED_MODELS = 'models.common'
+
+
+def _family(module: str) -> str | None:
+  """models.<family> for a module of a family, else None (models.common's
+  modules and everything outside models/ belong to no family)."""
+  parts = module.split('.')
+  if parts[0] != 'models' or len(parts) < 3:
+    return None
+  home = '.'.join(parts[:2])
+  return None if home == SHARED_MODELS else home
+
+
+def _family_imports_wrong(graph) -> list[str]:
+  wrong = []
+  for module, imported in sorted(graph.items()):
+    if not module.startswith('models.'):
+      continue
+    own = _family(module)
+    for other in sorted(imported):
+      theirs = _family(other)
+      if theirs is None or theirs == own:
+        continue
+      wrong.append(f'{module} imports {other}, of the family {theirs}' +
+                   ('' if own else ' (shared code imports no family)'))
+  return wrong
+
+
+def test_no_family_imports_another_and_shared_code_imports_no_family():
+  wrong = _family_imports_wrong(_graph())
+  assert not wrong, (
+      'what two families use lives in models/common/ (docs/models.md, '
+      '"Where each model lives"): ' + '; '.join(wrong))
+
+
+def test_every_model_module_lives_in_a_family_or_the_shared_place():
+  folder = os.path.join(helpers.ROOT, 'models')
+  loose = [n for n in sorted(os.listdir(folder))
+           if n.endswith('.py') and n != '__init__.py']
+  assert not loose, (f'models/{loose[0]} lies outside every family: move it '
+                     'to its benchmark\'s folder, or to models/common/ if two '
+                     'families use it')
+
+
 def _circles(graph) -> list[list[str]]:
   """Strongly connected groups of more than one module (Tarjan)."""
   index, low, stack, on_stack, groups = {}, {}, [], set(), []
@@ -132,6 +179,17 @@ def test_the_checks_see_a_circle_and_a_floor_broken():
   assert 'distribution.plan' in graph and 'core.startup' in graph
   assert 'input_pipeline.records' in graph['input_pipeline.coco']
   assert _floor('core') < _floor('distribution') < _floor('training')
+  assert 'models.common.layers' in graph['models.maskrcnn.model']
+  # The family check sees a family borrowing from another, and shared code
+  # reaching into a family.
+  assert _family_imports_wrong({
+      'models.gnmt.task': {'models.transformer.task', 'models.common.bleu',
+                           'models.gnmt.model', 'training.losses'},
+      'models.common.bleu': {'models.gnmt.model'},
+  }) == ['models.common.bleu imports models.gnmt.model, of the family '
+         'models.gnmt (shared code imports no family)',
+         'models.gnmt.task imports models.transformer.task, of the family '
+         'models.transformer']
 
 
 def test_every_module_directly_in_tools_is_a_command():

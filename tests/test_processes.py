@@ -67,18 +67,26 @@ def test_gin_mistakes_fail_before_anything_runs(tmp_path):
   cases = {
       'gin.REQUIRED': ['--gin_file=gin/resnet50_pod.gin',
                        '--gin_file=gin/hardware/cpu.gin'],
-      "No configurable matching 'models.common.resnet.ResNt'": [
+      'no configurable is named models.common.resnet.ResNt': [
           '--gin_file=gin/resnet_quickstart.gin',
           '--gin_param=models.common.resnet.ResNt.depth=18'],
       "doesn't have a parameter named 'dept'": [
           '--gin_file=gin/resnet_quickstart.gin',
-          '--gin.models.resnet.ResNet.dept=18'],
+          '--gin.models.common.resnet.ResNet.dept=18'],
+      # A name from before models/ was split by benchmark: the new one.
+      'models.resnet.ResNet is now models.common.resnet.ResNet': [
+          '--gin_file=gin/resnet_quickstart.gin',
+          '--gin.models.resnet.ResNet.depth=18'],
+      'is now models.resnet.task': [
+          '--gin_file=gin/resnet_quickstart.gin',
+          '--gin_param=import models.resnet_task'],
   }
   for i, (message, args) in enumerate(cases.items()):
     model_dir = tmp_path / str(i)
     done = run([helpers.PYTHON, 'train.py', f'--model_dir={model_dir}', *args])
-    assert done.returncode != 0
+    assert done.returncode == 2, done.stderr[-2000:]
     assert message in done.stderr, done.stderr[-2000:]
+    assert 'Traceback' not in done.stderr
     assert not model_dir.exists() or not os.listdir(model_dir)
 
 

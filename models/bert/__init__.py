@@ -1,0 +1,2 @@
+"""BERT (MLPerf `bert`). Its README.md lists the files in reading order, the
+gin files and the docs page."""

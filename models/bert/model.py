@@ -223,8 +223,9 @@ class Bert(tf.Module):
     t = layer_norm(t, w['cls/predictions/transform/LayerNorm/gamma'],
                    w['cls/predictions/transform/LayerNorm/beta'])
     # The output projection is tied to the word embeddings.
-    mlm = layers.project(t, tf.cast(w['bert/embeddings/word_embeddings'], dtype),
-                  transpose_kernel=True)
+    mlm = layers.project(
+        t, tf.cast(w['bert/embeddings/word_embeddings'], dtype),
+        transpose_kernel=True)
     mlm = tf.cast(mlm, tf.float32) + w['cls/predictions/output_bias']
     nsp = tf.matmul(tf.cast(pooled, tf.float32),
                     w['cls/seq_relationship/output_weights'], transpose_b=True)

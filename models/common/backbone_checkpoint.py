@@ -72,8 +72,8 @@ def load_resnet(model, path: str, *, name_map=None,
 
 
 def load_mobilenet(backbone, path: str) -> int:
-  """Initialises a MobileNet-v1 backbone (models/common/mobilenet.py, without its
-  classifier) from a checkpoint this suite wrote for a MobileNet-v1 of the
+  """Initialises a MobileNet-v1 backbone (models/common/mobilenet.py, without
+  its classifier) from a checkpoint this suite wrote for a MobileNet-v1 of the
   same width (gin/mobilenet_quickstart.gin's, say); returns the variables
   loaded."""
   return named_checkpoint.load_named_variables(

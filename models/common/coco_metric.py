@@ -17,11 +17,11 @@ images the same way and sends their per-image records, packed to what
 worker puts the records back in one process's (category, area, image)
 order and accumulates: the same AP bit for bit again.
 
-Mask R-CNN adds COCO's `segm` evaluation: each detection's 28x28 mask is
-pasted into its image (models/common/mask_paste.py, Google's segm_results) in the
-pool's processes, and the same detections, boxes and masks, are loaded once
-for both evaluations (Google's MaskCOCO: a result's area is its box's,
-which only the by-size figures read).
+Mask R-CNN adds COCO's `segm` evaluation: each detection's 28x28 mask is pasted
+into its image (models/common/mask_paste.py, Google's segm_results) in the
+pool's processes, and the same detections, boxes and masks, are loaded once for
+both evaluations (Google's MaskCOCO: a result's area is its box's, which only
+the by-size figures read).
 
 Imports no TensorFlow: the pool's processes start fresh (spawn) and import
 this module alone.

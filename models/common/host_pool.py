@@ -1,9 +1,9 @@
 """A pool of host processes for a metric, started on first use.
 
-Spawned (not forked: the training process holds TensorFlow's threads), so
-the work functions must live in modules that import no TensorFlow
-(models/common/bleu.py, models/common/coco_metric.py). Stopped at interpreter exit, or by
-`close`.
+Spawned (not forked: the training process holds TensorFlow's threads), so the
+work functions must live in modules that import no TensorFlow
+(models/common/bleu.py, models/common/coco_metric.py). Stopped at interpreter
+exit, or by `close`.
 
 A worker that dies (killed by a signal, the kernel's OOM killer, a crash in
 C code) fails the `map` it was working on at once with HostPoolError naming

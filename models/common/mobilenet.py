@@ -73,8 +73,8 @@ class MobileNetV1(tf.Module):
           f'MobileNet-v1 has no spatial partitioning: SPATIAL_PARTITIONS is '
           f'{spatial_partitions}; set it to 1.')
     if width_multiplier <= 0:
-      raise ValueError('models.common.mobilenet.MobileNetV1.width_multiplier must '
-                       f'be > 0, got {width_multiplier}.')
+      raise ValueError('models.common.mobilenet.MobileNetV1.width_multiplier '
+                       f'must be > 0, got {width_multiplier}.')
     self.num_classes = num_classes
     self.dtype = layers.compute_dtype(compute_dtype)
     self.quantization_aware = quantization_aware

@@ -231,7 +231,8 @@ class ResNet(tf.Module):
       return y
 
     def masked(x):
-      """Padding rows of uneven slices back to zero (models/common/spatial.py)."""
+      """Padding rows of uneven slices back to zero
+      (models/common/spatial.py)."""
       return spatial.masked(x) if partitioned else x
 
     batch_stats = training and not self.frozen_batch_norm

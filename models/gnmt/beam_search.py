@@ -1,10 +1,9 @@
 """GNMT's beam search as Google's v0.7 TPU code runs it.
 
-Their `beam_search_decoder.py` (tf.contrib.seq2seq's BeamSearchDecoder, cut
-for TPUs; mlcommons/training_results_v0.7, Google/benchmarks/gnmt/
-implementations/gnmt-research-TF-tpu-*), which differs from the
-Transformer's search (models/transformer/beam_search.py) in what it keeps and when it
-scores:
+Their `beam_search_decoder.py` (tf.contrib.seq2seq's BeamSearchDecoder, cut for
+TPUs; mlcommons/training_results_v0.7, Google/benchmarks/gnmt/
+implementations/gnmt-research-TF-tpu-*), which differs from the Transformer's
+search (models/transformer/beam_search.py) in what it keeps and when it scores:
 
 - K hypotheses a sentence, no separate finished set: a hypothesis that
   emitted EOS stays in the beam and may only emit EOS again (log

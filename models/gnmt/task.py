@@ -3,12 +3,12 @@ beam search with both penalties, sacreBLEU in the loop.
 
 Training (Google's v0.7 model.py): each step's batch is one length bucket
 (input_pipeline/length_buckets.py); `tf.switch_case` on the bucket runs the
-graph built for that static length, so each length compiles once. The loss
-is the label-smoothed cross-entropy summed over every position of the
-bucket, padding included (`models.gnmt.model.label_smoothed_sum`), not divided by
-anything; the runtime clips each replica's gradients of that sum to global
-norm 5 and sums them over replicas in bfloat16 (gin: GradientOptions), then
-Adam (training/losses.replica_sum_summed).
+graph built for that static length, so each length compiles once. The loss is
+the label-smoothed cross-entropy summed over every position of the bucket,
+padding included (`models.gnmt.model.label_smoothed_sum`), not divided by
+anything; the runtime clips each replica's gradients of that sum to global norm
+5 and sums them over replicas in bfloat16 (gin: GradientOptions), then Adam
+(training/losses.replica_sum_summed).
 
 Quality: sacreBLEU (`-lc --tokenize intl`, models/common/bleu.py: MLPerf GNMT's
 metric, as the Transformer's) of the beam-search translations (models/

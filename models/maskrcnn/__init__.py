@@ -1,0 +1,2 @@
+"""Mask R-CNN (MLPerf `maskrcnn`). Its README.md lists the files in reading
+order, the gin files and the docs page."""

@@ -1,13 +1,13 @@
 """Mask R-CNN's region proposals, as Google's MLPerf v0.7 `proposal_op`
 (mask_rcnn_architecture.py, after Detectron's generate_proposals.py):
 
-per FPN level: sigmoid scores; the top `pre_nms_topn` anchors (per level);
-their deltas decoded onto the anchors (Detectron's convention,
-models/maskrcnn/detectron_boxes.py); clipped to the image; boxes under a pixel (x the
-image's scale) or centred outside the image zeroed; greedy NMS at
-`nms_threshold` (a box goes when its IoU with a kept, higher-scoring box is
-at least the threshold; zeroed boxes are never kept); the kept boxes, up
-to `post_nms_topn`, zero-padded. Then the levels' proposals together, the
+per FPN level: sigmoid scores; the top `pre_nms_topn` anchors (per level); their
+deltas decoded onto the anchors (Detectron's convention,
+models/maskrcnn/detectron_boxes.py); clipped to the image; boxes under a pixel
+(x the image's scale) or centred outside the image zeroed; greedy NMS at
+`nms_threshold` (a box goes when its IoU with a kept, higher-scoring box is at
+least the threshold; zeroed boxes are never kept); the kept boxes, up to
+`post_nms_topn`, zero-padded. Then the levels' proposals together, the
 `post_nms_topn` best. No gradient flows through the proposals.
 
 Their NMS is their tiled `non_max_suppression_padded`; TensorFlow's

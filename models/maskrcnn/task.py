@@ -66,12 +66,12 @@ class Settings:
   rpn_box_loss_weight: float = 1.0
   fast_rcnn_box_loss_weight: float = 1.0
   mask_loss_weight: float = 1.0
-  # 'fixed': Google's static shapes (XLA, a TPU): the mask head on 128 RoIs
-  # an image, foreground first and background rows weighted 0, and
-  # RoIAlign by one gather; 'dynamic': the mask head on as many RoIs as the
-  # batch's most-foreground image has and RoIAlign by crops level by level
-  # (models/maskrcnn/roi_align.py) - the same losses and gradients, a fraction of a
-  # CPU's work; 'auto': fixed on a TPU, dynamic elsewhere (the ROI_SHAPES
+  # 'fixed': Google's static shapes (XLA, a TPU): the mask head on 128 RoIs an
+  # image, foreground first and background rows weighted 0, and RoIAlign by one
+  # gather; 'dynamic': the mask head on as many RoIs as the batch's
+  # most-foreground image has and RoIAlign by crops level by level
+  # (models/maskrcnn/roi_align.py) - the same losses and gradients, a fraction
+  # of a CPU's work; 'auto': fixed on a TPU, dynamic elsewhere (the ROI_SHAPES
   # macro).
   roi_shapes: str = 'auto'
 

@@ -27,8 +27,8 @@ def selfplay_work(work) -> dict:
   'outcome' [n] float32) and counts ('games', 'moves', 'resigned',
   'black_wins').
 
-  work: (network: the weights by name, or a models.minigo.host_inference.Endpoint
-    serving the network, size, options: selfplay.SelfplayOptions, games,
+  work: (network: the weights by name, or a
+    models.minigo.host_inference.Endpoint serving the network, size, options: selfplay.SelfplayOptions, games,
     concurrent games, seed).
   """
   network, size, options, games, concurrent, seed = work

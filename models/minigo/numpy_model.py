@@ -1,9 +1,9 @@
 """MiniGo's dual network in NumPy, for inference in host processes.
 
-Self-play and evaluation games run in spawned host processes that import
-no TensorFlow (models/common/host_pool.py); this is models/minigo/model.py's DualNet in
-inference (moving statistics) from its variables, each batch norm folded
-into the convolution before it and 3x3 convolutions as one matrix product
+Self-play and evaluation games run in spawned host processes that import no
+TensorFlow (models/common/host_pool.py); this is models/minigo/model.py's
+DualNet in inference (moving statistics) from its variables, each batch norm
+folded into the convolution before it and 3x3 convolutions as one matrix product
 over the nine shifted boards. Tested against DualNet
 (tests/models/minigo/test_model.py).
 """

@@ -137,8 +137,8 @@ class ResNetFeatures(tf.Module):
     super().__init__(name='resnet_features')
     if quantization_aware:
       raise ValueError(
-          'models.ssd.model.SSD.quantization_aware: quantization-aware training is '
-          'built for the MobileNet pyramid (MobileNetFeatures) only; unset '
+          'models.ssd.model.SSD.quantization_aware: quantization-aware '
+          'training is built for the MobileNet pyramid (MobileNetFeatures) only; unset '
           'it for SSD-ResNet34.')
     if not 1 <= levels <= 1 + len(RESNET_EXTRA_LAYERS):
       raise ValueError(f'SSD-ResNet: 1 to {1 + len(RESNET_EXTRA_LAYERS)} '

@@ -65,7 +65,8 @@ class SSD(tf.Module):
       bn_group_size: replicas whose batch-norm statistics are combined (0
         all, 1 per replica; Google's 4096-chip run: 16).
       spatial_partitions: training images arrive split along their height
-        over this many replicas (the ResNet pyramid's; models/common/spatial.py).
+        over this many replicas (the ResNet pyramid's;
+        models/common/spatial.py).
       quantization_aware: compute with every kernel rounded to its INT8
         grid, the pyramid's and the heads' (layers.int8_kernel):
         quantization-aware training of the INT8 model's weights.

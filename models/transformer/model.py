@@ -206,11 +206,13 @@ class Transformer(tf.Module):
 
   def _query(self, w, prefix, x):
     scale = tf.cast((self.model_dim // self.num_heads)**-0.5, self.dtype)
-    return self._split(layers.project(x, w[f'{prefix}/attention/query/kernel'])) * scale
+    return self._split(layers.project(
+        x, w[f'{prefix}/attention/query/kernel'])) * scale
 
   def _keys_values(self, w, prefix, x):
-    return (self._split(layers.project(x, w[f'{prefix}/attention/key/kernel'])),
-            self._split(layers.project(x, w[f'{prefix}/attention/value/kernel'])))
+    return (
+        self._split(layers.project(x, w[f'{prefix}/attention/key/kernel'])),
+        self._split(layers.project(x, w[f'{prefix}/attention/value/kernel'])))
 
   def _attention_block(self, w, prefix, x, source, bias, training):
     """x + Dropout(Attention(LayerNorm(x), source or itself))."""
@@ -224,9 +226,10 @@ class Transformer(tf.Module):
   def _feed_forward(self, w, prefix, x, training):
     p = f'{prefix}/feed_forward'
     y = layer_norm(x, w[f'{p}/LayerNorm/gamma'], w[f'{p}/LayerNorm/beta'])
-    inner = self._drop(tf.nn.relu(layers.project(y, w[f'{p}/inner/kernel'])),
+    inner = self._drop(
+        tf.nn.relu(layers.project(y, w[f'{p}/inner/kernel'])), training)
+    return x + self._drop(layers.project(inner, w[f'{p}/outer/kernel']),
                           training)
-    return x + self._drop(layers.project(inner, w[f'{p}/outer/kernel']), training)
 
   # -- Forward ------------------------------------------------------------------
 
@@ -245,8 +248,9 @@ class Transformer(tf.Module):
 
   def logits(self, w, x):
     """Softmax logits (float32) of decoder outputs x [..., d]."""
-    return tf.cast(layers.project(x, w['shared_embedding'], transpose_kernel=True),
-                   tf.float32)
+    return tf.cast(
+        layers.project(x, w['shared_embedding'], transpose_kernel=True),
+        tf.float32)
 
   def decode(self, decoder_inputs, segments, positions, encoded,
              source_segments, *, training: bool):

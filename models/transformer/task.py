@@ -61,7 +61,8 @@ class TransformerTask(BleuTranslation):
                length_penalty: float = 0.6, extra_decode_length: int = 50,
                decode_shapes: str = 'auto', metric_processes: int = 0):
     """Args:
-      model: builds the Transformer (gin: `@models.transformer.model.Transformer`,
+      model: builds the Transformer (gin:
+      `@models.transformer.model.Transformer`,
         no call); its vocab_size comes from the data.
       data: the input pipeline.
       target_bleu: BLEU (a fraction, as MLPerf logs it) that ends the run:

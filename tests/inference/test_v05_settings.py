@@ -1,5 +1,5 @@
-"""models/common/inference_v05.py against r0.5's own mlperf.conf as LoadGen 6 reads
-it (tests/inference/data/v05_mlperf.conf), and against the v0.5 rules'
+"""models/common/inference_v05.py against r0.5's own mlperf.conf as LoadGen 6
+reads it (tests/inference/data/v05_mlperf.conf), and against the v0.5 rules'
 table."""
 
 import os

@@ -44,15 +44,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 # program (its data and checkpoints); a --gin_param of the user's wins.
 PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
                 "BACKBONE_CHECKPOINT = ''")
-# What the count binds over a config, before the user's --gin_params:
-# - the program a TPU runs where a config leaves the choice to the device
-#   (models/transformer/beam_search.needs_fixed_shapes picks fixed shapes on a TPU, and
-#   so does Mask R-CNN's ROI_SHAPES 'auto');
-# - DLRM's tables as the synthetic data's vocabularies (Criteo's, capped:
-#   input_pipeline/clicks.py says why the count is the same) instead of a
-#   pod config's 188 million rows, which do not fit this host;
-# - whole images on one replica: spatial partitions divide a replica's count
-#   in the model (tools/predictor/configs.py model_ways), as a mesh's model axis.
+# What the count binds over a config, before the user's --gin_params: - the
+# program a TPU runs where a config leaves the choice to the device
+# (models/transformer/beam_search.needs_fixed_shapes picks fixed shapes on a
+# TPU, and so does Mask R-CNN's ROI_SHAPES 'auto'); - DLRM's tables as the
+# synthetic data's vocabularies (Criteo's, capped: input_pipeline/clicks.py says
+# why the count is the same) instead of a pod config's 188 million rows, which
+# do not fit this host; - whole images on one replica: spatial partitions divide
+# a replica's count in the model (tools/predictor/configs.py model_ways), as a
+# mesh's model axis.
 COUNTED_PROGRAM = ("DECODE_SHAPES = 'fixed'", "ROI_SHAPES = 'fixed'",
                    'TABLE_SIZES = ()', 'SPATIAL_PARTITIONS = 1')
 
@@ -92,8 +92,8 @@ class ProgramCost:
       trained gamma beside a moving mean): each sums its statistics over
       the config's group of replicas (`layer_counts`).
     window_convs: convolutions whose window spans more than one row,
-      trained or frozen: each exchanges a halo with its neighbours when an
-      image is split over cores (models/common/spatial.py), forward and (an upper
+      trained or frozen: each exchanges a halo with its neighbours when an image
+      is split over cores (models/common/spatial.py), forward and (an upper
       bound: not below the first trained layer) backward.
   """
   config: dict

@@ -18,9 +18,9 @@
               step, each its hops' latency (collectives.latency_seconds):
               - batch-norm statistics summed over the group of replicas
                 that spans the config's model_bn_span images (the span its
-                BN_GROUP_SIZE gives on its own slice, kept at every slice;
-                all replicas for BN_GROUP_SIZE 0): two a trained batch norm,
-                the [2, C] sum forward (models/common/layers.BatchNormSync) and its
+                BN_GROUP_SIZE gives on its own slice, kept at every slice; all
+                replicas for BN_GROUP_SIZE 0): two a trained batch norm, the [2,
+                C] sum forward (models/common/layers.BatchNormSync) and its
                 gradient's backward;
               - with images split over P cores (SPATIAL_PARTITIONS), a halo
                 exchange within the P before every convolution wider than a

@@ -1,5 +1,6 @@
-"""models.common.host_pool: a metric process killed mid-work fails the evaluation at
-once (not an hour later at the evaluator's timeout), and the pool recovers.
+"""models.common.host_pool: a metric process killed mid-work fails the
+evaluation at once (not an hour later at the evaluator's timeout), and the pool
+recovers.
 
 The work functions live here: the pool's spawned processes import this
 module (no TensorFlow) to find them.

@@ -1,5 +1,5 @@
-"""models.common.layers.int8_kernel: quantization-aware training's weights are the
-INT8 weights TFLite's converter writes (tools/quantize_tflite.py), batch
+"""models.common.layers.int8_kernel: quantization-aware training's weights are
+the INT8 weights TFLite's converter writes (tools/quantize_tflite.py), batch
 norm folded in, and its gradient passes straight through."""
 
 from ai_edge_litert import interpreter as litert

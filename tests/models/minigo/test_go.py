@@ -1,6 +1,6 @@
-"""models/minigo/go.py and models/minigo/features.py: the rules on known positions,
-and move for move against MiniGo's own engine (pettingzoo's copy of its
-go.py) over random games."""
+"""models/minigo/go.py and models/minigo/features.py: the rules on known
+positions, and move for move against MiniGo's own engine (pettingzoo's copy of
+its go.py) over random games."""
 
 import json
 import os

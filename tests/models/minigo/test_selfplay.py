@@ -1,5 +1,6 @@
-"""models/minigo/selfplay.py: concurrent games with batched evaluation, symmetries
-mapped back, playout cap randomisation, resignation, training examples."""
+"""models/minigo/selfplay.py: concurrent games with batched evaluation,
+symmetries mapped back, playout cap randomisation, resignation, training
+examples."""
 
 import numpy as np
 import pytest

@@ -196,7 +196,8 @@ def test_quantization_aware_ssd_computes_with_every_kernel_on_its_grid():
 
 
 def test_resnet_pyramid_refuses_quantization_aware_naming_the_binding():
-  with pytest.raises(ValueError, match='models.ssd.model.SSD.quantization_aware'):
+  with pytest.raises(ValueError,
+                     match='models.ssd.model.SSD.quantization_aware'):
     ssd_lib.SSD(features=ssd_features.ResNetFeatures, num_classes=5,
                 quantization_aware=True, width_multiplier=0.25,
                 geometry=GEOMETRY)
