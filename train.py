@@ -11,10 +11,13 @@ training.run_options.RunOptions, training.mlperf_log.Submission).
 Library code does not import gin; gin files register what they configure with
 `from __gin__ import dynamic_registration`.
 
-A run, top to bottom: check the inputs and the config (no compute yet), make
-the parallelism plan (distribution/plan.py: the one object asked how the
-work is spread over devices), build the model, optimizer and schedule in
-it, wire the device loops and the actions, and hand them to the Controller, which restores, compiles, loops,
+A run, top to bottom: `train` makes the parallelism plan
+(distribution/plan.py: the one object asked how the work is spread over
+devices), locks model_dir and opens the MLPerf log; `_train` then checks
+the inputs (`_check_inputs`: no compute yet), builds the model, the
+optimizer's slots and the checkpointer in the plan (`_build_state`) and the
+evaluation (`_build_evaluation`), lists the actions (`_run_actions`), and
+hands the device loops to the Controller, which restores, compiles, loops,
 evaluates and saves (docs/architecture.md traces it file by file).
 """
 

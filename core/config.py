@@ -154,8 +154,8 @@ def parse(gin_files: list[str], bindings: list[str],
   check_macros_read(read_by_files)
 
 
-# The suite's top-level packages: an import of a missing one in a gin file
-# is the file's mistake, not a package left uninstalled (core/extras.py).
+# The suite's top-level packages: a gin file's import of a missing module
+# of theirs is the file's mistake.
 _OWN_PACKAGES = ('core', 'input_pipeline', 'distribution', 'training',
                  'models', 'inference', 'tools', 'train')
 _UNKNOWN = re.compile(r"^(?:No module named|No configurable matching) "
@@ -177,6 +177,11 @@ def _unknown_names_explained():
     if not unknown:
       raise
     name = unknown[1]
+    # A module the gin text imports, not one that module imports in turn
+    # (a package not installed: core/extras.py explains those).
+    if isinstance(e, ImportError) and (
+        name not in lines[-1] or name.split('.')[0] not in _OWN_PACKAGES):
+      raise
     where = next((m for m in map(_WHERE.match, lines[1:]) if m), None)
     if where and where[1]:
       place = f'{shown_path(where[1])}, line {where[2]}'
@@ -190,7 +195,7 @@ def _unknown_names_explained():
           f'{place}: {name} is now {new} (models/ is one folder a benchmark '
           'since 2026-12-07; docs/models.md, "Moved names"): rename it there.'
           ) from None
-    if isinstance(e, ImportError) and name.split('.')[0] in _OWN_PACKAGES:
+    if isinstance(e, ImportError):
       raise ValueError(f'{place} imports {name}, which is no module of this '
                        'suite: check the name (docs/models.md says where '
                        'each model lives).') from None

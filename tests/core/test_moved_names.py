@@ -77,3 +77,11 @@ def test_the_docs_table_of_moved_names_is_the_code_s():
   rows = set(re.findall(r'^\| `(models\.\w+)` \| `([\w.]+)` \|$', doc,
                         re.M))
   assert rows == set(moved_names.MOVED_MODULES.items())
+
+
+def test_a_missing_package_is_left_to_the_extras_explanation():
+  # Not a name of the suite: the ImportError stays for core/extras.py (a
+  # package of an optional requirements file) or the crash it is.
+  with pytest.raises(ImportError, match='no_such_package'):
+    gin_config.parse(['gin/resnet_quickstart.gin'],
+                     ['import no_such_package.tasks'])
