@@ -28,8 +28,8 @@ def selfplay_work(work) -> dict:
   'black_wins').
 
   work: (network: the weights by name, or a
-    models.minigo.host_inference.Endpoint serving the network, size, options: selfplay.SelfplayOptions, games,
-    concurrent games, seed).
+    models.minigo.host_inference.Endpoint serving the network, size,
+    options: selfplay.SelfplayOptions, games, concurrent games, seed).
   """
   network, size, options, games, concurrent, seed = work
   net, close = _network(network)

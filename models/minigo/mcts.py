@@ -43,6 +43,81 @@ C_PUCT_BASE = 19652.0
 C_PUCT_INIT = 1.25
 
 
+def u_scale(n: int) -> float:
+  """The exploration scale of a node with `n` visits (U_scale)."""
+  return 2.0 * (math.log((1.0 + n + C_PUCT_BASE) / C_PUCT_BASE)
+                + C_PUCT_INIT)
+
+
+def action_scores(child_w, child_n, child_p, to_play, u_common, illegal):
+  """Q * to_play + U - 1000 * illegal over a node's edges: arrays [moves]
+  with a Python to_play and u_common, or [nodes, moves] with to_play
+  [nodes, 1] int8 and u_common [nodes, 1] float32 (the same float32
+  products, each row equal to its node's alone)."""
+  return (child_w * to_play + u_common * child_p) / (1 + child_n) - illegal
+
+
+def most_visited(child_n, child_w, child_p, to_play: int, n: int,
+                 illegal) -> int:
+  """GetMostVisitedMove of a node's edges (ties broken by action score)."""
+  best = np.flatnonzero(child_n == child_n.max())
+  if len(best) == 1:
+    return int(best[0])
+  u_common = u_scale(n) * math.sqrt(1.0 + n)
+  scores = action_scores(child_w, child_n, child_p, to_play, u_common,
+                         illegal)[best]
+  return int(best[int(np.argmax(scores))])
+
+
+def reshaped_visits(child_n, child_w, child_p, to_play: int, n: int,
+                    illegal) -> np.ndarray:
+  """ReshapeFinalVisits: a root's visits with those exploration alone
+  explains pruned (each move but the best keeps only the visits its action
+  score still needs to stay below the best's)."""
+  best = most_visited(child_n, child_w, child_p, to_play, n, illegal)
+  u_common = u_scale(n) * math.sqrt(1.0 + n)
+  scores = action_scores(child_w, child_n, child_p, to_play, u_common,
+                         illegal)
+  best_score = scores[best]
+  q = child_w / (1 + child_n) * to_play
+  with np.errstate(divide='ignore', invalid='ignore'):
+    needed = -(u_scale(n) * child_p * math.sqrt(n)) / (q - best_score)
+  # C++: max(0, min(N, (int) needed)); the float's cast truncates.
+  needed = np.nan_to_num(needed, nan=0.0, posinf=2**31 - 1, neginf=-2**31)
+  pruned = np.maximum(0, np.minimum(child_n,
+                                    np.trunc(needed).astype(np.int64)))
+  pruned[best] = child_n[best]
+  if not (pruned > 0).any():
+    pruned[-1] = 1  # The pass.
+  return pruned
+
+
+def soft_pick(child_n, temp: float, rng: np.random.Generator,
+              pass_move: int) -> int:
+  """SampleCdf over the points' visits ^ temp (the pass when none)."""
+  weights = np.power(child_n[:-1].astype(np.float64), temp)
+  cdf = np.cumsum(weights)
+  if cdf[-1] == 0:
+    return pass_move
+  # The first entry above a uniform draw of the total.
+  return int(np.searchsorted(cdf, rng.uniform() * cdf[-1], 'right'))
+
+
+def visits_policy(child_n, soft: bool, temp: float) -> np.ndarray:
+  """The policy target: visits (^temp while soft-picking), normalised."""
+  n = child_n.astype(np.float32)
+  if soft:
+    n = np.power(n, np.float32(temp))
+  total = n.sum()
+  if total <= 0:
+    raise ValueError('search_pi of a root without visits.')
+  return n / total
+
+
+def illegal_penalty(legal: np.ndarray) -> np.ndarray:
+  return np.where(legal, 0.0, 1000.0).astype(np.float32)
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchOptions:
   """The tree's options (mcts_tree.h's Options; values: Google's v0.7
@@ -109,18 +184,19 @@ class Node:
     return self.Q * self.position.to_play
 
   def U_scale(self) -> float:  # pylint: disable=invalid-name
-    return 2.0 * (math.log((1.0 + self.N + C_PUCT_BASE) / C_PUCT_BASE)
-                  + C_PUCT_INIT)
+    return u_scale(self.N)
 
   def child_Q(self) -> np.ndarray:  # pylint: disable=invalid-name
     return self.child_W / (1 + self.child_N)
 
-  def action_scores(self, u_common: float) -> np.ndarray:
+  def illegal(self) -> np.ndarray:
     if self._illegal is None:
-      self._illegal = np.where(self.legal, 0.0, 1000.0).astype(np.float32)
-    visits = 1 + self.child_N
-    return ((self.child_W * self.position.to_play + u_common * self.child_P)
-            / visits - self._illegal)
+      self._illegal = illegal_penalty(self.legal)
+    return self._illegal
+
+  def action_scores(self, u_common: float) -> np.ndarray:
+    return action_scores(self.child_W, self.child_N, self.child_P,
+                         self.position.to_play, u_common, self.illegal())
 
   def settled(self) -> bool:
     """Does every legal move but the pass fill the mover's own eye?"""
@@ -145,12 +221,8 @@ class Node:
 
   def most_visited_move(self) -> int:
     """GetMostVisitedMove (without pass-alive restriction)."""
-    best = np.flatnonzero(self.child_N == self.child_N.max())
-    if len(best) == 1:
-      return int(best[0])
-    u_common = self.U_scale() * math.sqrt(1.0 + self.N)
-    scores = self.action_scores(u_common)[best]
-    return int(best[int(np.argmax(scores))])
+    return most_visited(self.child_N, self.child_W, self.child_P,
+                        self.position.to_play, self.N, self.illegal())
 
 
 class Tree:
@@ -244,48 +316,22 @@ class Tree:
 
   def pick_move(self, rng: np.random.Generator) -> int:
     if self._soft_picking():
-      weights = np.power(self.root.child_N[:-1].astype(np.float64),
-                         self.options.policy_softmax_temp)
-      cdf = np.cumsum(weights)
-      if cdf[-1] == 0:
-        return self.root.position.pass_move
-      # SampleCdf: the first entry above a uniform draw of the total.
-      return int(np.searchsorted(cdf, rng.uniform() * cdf[-1], 'right'))
+      return soft_pick(self.root.child_N, self.options.policy_softmax_temp,
+                       rng, self.root.position.pass_move)
     move = self.root.most_visited_move()
     return move if self.root.legal[move] else self.root.position.pass_move
 
   def search_pi(self) -> np.ndarray:
     """The policy target: visits (^temp while soft-picking), normalised."""
-    n = self.root.child_N.astype(np.float32)
-    if self._soft_picking():
-      n = np.power(n, np.float32(self.options.policy_softmax_temp))
-    total = n.sum()
-    if total <= 0:
-      raise ValueError('search_pi of a root without visits.')
-    return n / total
+    return visits_policy(self.root.child_N, self._soft_picking(),
+                         self.options.policy_softmax_temp)
 
   def reshape_final_visits(self) -> None:
-    """Target pruning: each move but the best keeps only the visits its
-    action score still needs to stay below the best's."""
+    """Target pruning (`reshaped_visits`)."""
     root = self.root
-    best = root.most_visited_move()
-    u_common = root.U_scale() * math.sqrt(1.0 + root.N)
-    to_play = root.position.to_play
-    scores = root.action_scores(u_common)
-    best_score = scores[best]
-    q = root.child_Q() * to_play
-    with np.errstate(divide='ignore', invalid='ignore'):
-      needed = -(root.U_scale() * root.child_P * math.sqrt(root.N)) / (
-          q - best_score)
-    # C++: max(0, min(N, (int) needed)); the float's cast truncates.
-    needed = np.nan_to_num(needed, nan=0.0, posinf=2**31 - 1,
-                           neginf=-2**31)
-    pruned = np.maximum(0, np.minimum(root.child_N,
-                                      np.trunc(needed).astype(np.int64)))
-    pruned[best] = root.child_N[best]
-    root.child_N[:] = pruned
-    if not (root.child_N > 0).any():
-      root.child_N[root.position.pass_move] = 1
+    root.child_N[:] = reshaped_visits(
+        root.child_N, root.child_W, root.child_P, root.position.to_play,
+        root.N, root.illegal())
 
   def play_move(self, move: int) -> None:
     """Descends to the move's child, dropping the other subtrees."""
