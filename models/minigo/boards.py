@@ -83,6 +83,8 @@ class Boards:
     seen_count: [games] int32.
     komi: the komi.
     superko: positional superko (go.py's module docstring).
+    groups: [games, size * size] int32, `labels()` when known (play
+      derives its positions' from these instead of finding them again).
   """
   size: int
   board: np.ndarray
@@ -96,6 +98,7 @@ class Boards:
   seen_count: np.ndarray
   komi: float = go.KOMI
   superko: bool = True
+  groups: np.ndarray | None = None
 
   @classmethod
   def empty(cls, size: int, games: int, *, komi: float = go.KOMI,
@@ -147,7 +150,8 @@ class Boards:
   def take(self, index) -> 'Boards':
     """The games at `index` (an index array or a boolean mask)."""
     return dataclasses.replace(
-        self, **{f: getattr(self, f)[index] for f in (
+        self, groups=None if self.groups is None else self.groups[index],
+        **{f: getattr(self, f)[index] for f in (
             'board', 'history', 'to_play', 'ko', 'passes', 'n', 'hash',
             'seen', 'seen_count')})
 
@@ -156,6 +160,8 @@ class Boards:
   def labels(self) -> np.ndarray:
     """[games, points] int32: each stone's group (its smallest point);
     `points` on empty points."""
+    if self.groups is not None:
+      return self.groups
     return components(self.board, self.board != go.EMPTY, self.size)
 
   def liberties(self, labels: np.ndarray | None = None) -> np.ndarray:
@@ -249,16 +255,20 @@ class Boards:
       legal &= ~self._repeats(self._hashes_after(label, captured, labels))
     return np.concatenate([legal, np.ones((games, 1), bool)], 1)
 
-  def play(self, moves) -> 'Boards':
+  def play(self, moves, *, legal: np.ndarray | None = None) -> 'Boards':
     """The positions after each game's to_play plays its move (a point or
     the pass).
+
+    Args:
+      moves: [games] points or the pass.
+      legal: the games' `legal()` when the caller has it.
 
     Raises:
       go.IllegalMove: naming the first game whose move is illegal.
     """
     moves = np.asarray(moves, np.int64)
     games, points = self.board.shape
-    legal = self.legal()
+    legal = self.legal() if legal is None else legal
     rows = np.arange(games)
     bad = ~legal[rows, np.clip(moves, 0, points)] | (moves < 0) | (
         moves > points)
@@ -290,8 +300,19 @@ class Boards:
       seen = seen.copy()
       seen[rows, count] = self.hash
       count = count + 1
+    # The groups after: the move's and its own neighbours' join under the
+    # smallest of their labels (each a group's smallest point); the
+    # captured points are empty.
+    own = np.where(near_colour == self.to_play[:, None], label[rows, at],
+                   points)
+    joined = np.minimum(at, own.min(1))
+    merged = ((labels[:, :, None] == own[:, None, :]).any(-1)
+              & (self.board == self.to_play[:, None]) & placed[:, None])
+    groups = np.where(merged, joined[:, None], labels)
+    groups[rows[placed], at[placed]] = joined[placed]
+    groups = np.where(removed, points, groups).astype(np.int32)
     return dataclasses.replace(
-        self, board=board, history=history,
+        self, board=board, history=history, groups=groups,
         to_play=(-self.to_play).astype(np.int8),
         ko=np.where(placed, ko_point, -1).astype(np.int32),
         passes=np.where(placed, 0, self.passes + 1).astype(np.int32),

@@ -60,6 +60,14 @@ def apply_to_features(symmetry: str, x: np.ndarray) -> np.ndarray:
   return np.ascontiguousarray(SYMMETRIES[symmetry](x))
 
 
+def apply_to_batch(symmetry: str, x: np.ndarray) -> np.ndarray:
+  """x [batch, size, size, ...], each under the symmetry (as
+  apply_to_features on each: the maps act on the first two axes, so the
+  batch goes third while they act)."""
+  moved = SYMMETRIES[symmetry](np.moveaxis(x, 0, 2))
+  return np.ascontiguousarray(np.moveaxis(moved, 2, 0))
+
+
 def apply_to_policy(symmetry: str, pi: np.ndarray) -> np.ndarray:
   """A [size * size + 1] policy under the symmetry (the pass unmoved)."""
   size = int(round((pi.shape[-1] - 1) ** 0.5))

@@ -60,6 +60,27 @@ class SelfplayOptions:
   search: mcts.SearchOptions = mcts.SearchOptions()
 
 
+def symmetry(position_hash: int, mix: int) -> str:
+  """A leaf's inference symmetry (GetInferenceSymmetry): its stone hash
+  and its game's mix, mixed by murmur3's 64-bit finaliser."""
+  x = (position_hash * _LARGE_PRIME + mix) & _MASK
+  for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):
+    x = ((x ^ (x >> shift)) * factor) & _MASK
+  x ^= x >> 33
+  return _SYMMETRIES[x % len(_SYMMETRIES)]
+
+
+def game_draws(options: 'SelfplayOptions', rng: np.random.Generator):
+  """A new game's draws, in the C++ order: (resign threshold, resignation
+  enabled, symmetry mix)."""
+  # Random::Uniform(a, b) = a + (b - a) * u, a > b allowed.
+  a, b = (abs(options.min_resign_threshold),
+          abs(options.max_resign_threshold))
+  threshold = -(a + (b - a) * rng.uniform())
+  enabled = rng.uniform() >= options.disable_resign_pct
+  return threshold, enabled, int(rng.integers(2**62))
+
+
 @dataclasses.dataclass
 class Example:
   features: np.ndarray  # [size, size, 13] uint8: the root's.
@@ -76,12 +97,8 @@ class Game:
     self.tree = mcts.Tree(go.Position(size, komi=options.komi,
                                       superko=options.superko),
                           options.search)
-    # Random::Uniform(a, b) = a + (b - a) * u, a > b allowed.
-    a, b = (abs(options.min_resign_threshold),
-            abs(options.max_resign_threshold))
-    self.resign_threshold = -(a + (b - a) * rng.uniform())
-    self.resign_enabled = rng.uniform() >= options.disable_resign_pct
-    self.symmetry_mix = int(rng.integers(2**62))
+    (self.resign_threshold, self.resign_enabled,
+     self.symmetry_mix) = game_draws(options, rng)
     self.fastplay = False
     self.inject_noise_next = False
     self.target_readouts = options.num_readouts
@@ -95,13 +112,7 @@ class Game:
     return self.result != 0
 
   def symmetry(self, node: mcts.Node) -> str:
-    """The leaf's inference symmetry: its stone hash and the game's mix,
-    mixed (murmur3's 64-bit finaliser)."""
-    x = (node.position.hash * _LARGE_PRIME + self.symmetry_mix) & _MASK
-    for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53)):
-      x = ((x ^ (x >> shift)) * factor) & _MASK
-    x ^= x >> 33
-    return _SYMMETRIES[x % len(_SYMMETRIES)]
+    return symmetry(node.position.hash, self.symmetry_mix)
 
   def select_leaves(self) -> list[mcts.Node]:
     """Leaves to evaluate, each under a virtual loss (at most
