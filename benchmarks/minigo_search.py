@@ -229,7 +229,7 @@ def selfplay_rate(size, conv_width, trunk_layers, readouts, games,
       max_resign_threshold=-0.99)
   start = time.perf_counter()
   out = minigo_games.selfplay_work((weights, size, options, games,
-                                    concurrent, 0))
+                                    concurrent, 0, 'trees'))
   seconds = time.perf_counter() - start
   return {'positions_per_second': out['moves'] / seconds,
           'leaves_per_second': out['moves'] * readouts / seconds,

@@ -43,6 +43,7 @@ from models.minigo import selfplay as selfplay_lib
 
 
 _INFERENCE = ('host', 'device')
+_ENGINES = tuple(minigo_games.SELFPLAY_ENGINES)
 
 
 def _name(generation: int) -> str:
@@ -69,6 +70,10 @@ class MiniGoData:
       each host process: models/minigo/numpy_model.py) or 'device' (the
       training process's devices, every process's leaves batched
       together: models/minigo/host_inference.py, Google's TPU self-play).
+    engine: how a host process searches its games: 'forest' (every
+      game's tree in one set of arrays, a level of all descents at a time:
+      models/minigo/batched_selfplay.py) or 'trees' (a Python tree a game:
+      models/minigo/selfplay.py); the same games from the same seeds.
     shuffle_buffer: examples shuffled together.
     seed: the games' and the window's randomness.
     directory: where generations go (None: the runtime's default,
@@ -83,6 +88,7 @@ class MiniGoData:
   concurrent_games: int = 64
   processes: int = 2
   inference: str = 'host'
+  engine: str = 'forest'
   shuffle_buffer: int = 100_000
   seed: int = 0
   directory: str | None = None
@@ -109,6 +115,9 @@ class MiniGoData:
     if self.inference not in _INFERENCE:
       raise ValueError('models.minigo.data.MiniGoData.inference must be one '
                        f'of {_INFERENCE}, got {self.inference!r}.')
+    if self.engine not in _ENGINES:
+      raise ValueError('models.minigo.data.MiniGoData.engine must be one of '
+                       f'{_ENGINES}, got {self.engine!r}.')
     if not 0 < self.filter_amount <= 1:
       raise ValueError('models.minigo.data.MiniGoData.filter_amount must be '
                        f'in (0, 1], got {self.filter_amount}.')
@@ -196,7 +205,8 @@ class MiniGoData:
     with self._network(weights, infer, len(shares)) as network:
       work = [(network, self.board_size, self.selfplay, n,
                min(n, self.concurrent_games),
-               [self.seed, generation, worker, p]) for p, n in shares]
+               [self.seed, generation, worker, p], self.engine)
+              for p, n in shares]
       results = self._pool.map(minigo_games.selfplay_work, work)
     examples = [(x, pi, outcome) for r in results
                 for x, pi, outcome in zip(r['x'], r['pi'], r['outcome'])]

@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+from models.minigo import batched_selfplay
 from models.minigo import go
 from models.minigo import features as go_features
 from models.minigo import host_inference
@@ -19,6 +20,11 @@ from models.minigo import mcts
 from models.minigo import numpy_model as minigo_numpy
 from models.minigo import selfplay
 from models.minigo import uct_player
+
+
+# How a host process searches its games (models.minigo.data.MiniGoData
+# .engine): the same games either way.
+SELFPLAY_ENGINES = {'forest': batched_selfplay, 'trees': selfplay}
 
 
 def selfplay_work(work) -> dict:
@@ -29,16 +35,17 @@ def selfplay_work(work) -> dict:
 
   work: (network: the weights by name, or a
     models.minigo.host_inference.Endpoint serving the network, size,
-    options: selfplay.SelfplayOptions, games, concurrent games, seed).
+    options: selfplay.SelfplayOptions, games, concurrent games, seed,
+    engine: a SELFPLAY_ENGINES key).
   """
-  network, size, options, games, concurrent, seed = work
+  network, size, options, games, concurrent, seed, engine = work
   net, close = _network(network)
   xs, pis, outcomes = [], [], []
   counts = dict(games=0, moves=0, resigned=0, black_wins=0)
   try:
-    for game in selfplay.play(net, size=size, games=games,
-                              concurrent=concurrent, options=options,
-                              seed=seed):
+    for game in SELFPLAY_ENGINES[engine].play(
+        net, size=size, games=games, concurrent=concurrent, options=options,
+        seed=seed):
       counts['games'] += 1
       counts['moves'] += len(game.moves)
       counts['resigned'] += int(game.resigned)

@@ -24,7 +24,13 @@ def test_selfplay_examples_are_every_full_search_with_its_games_result():
   options = selfplay.SelfplayOptions(
       num_readouts=4, fastplay_frequency=0.0, virtual_losses=2,
       disable_resign_pct=1.0)
-  out = minigo_games.selfplay_work((_weights(5), 5, options, 3, 2, 0))
+  out = minigo_games.selfplay_work((_weights(5), 5, options, 3, 2, 0,
+                                    'forest'))
+  # The per-game trees play the same games.
+  trees = minigo_games.selfplay_work((_weights(5), 5, options, 3, 2, 0,
+                                      'trees'))
+  for key in ('x', 'pi', 'outcome', 'games', 'moves', 'black_wins'):
+    np.testing.assert_array_equal(out[key], trees[key])
   n = len(out['x'])
   assert out['games'] == 3 and out['resigned'] == 0
   # No fast moves and no resignation: every move is an example.
