@@ -17,7 +17,7 @@ $(VENV)/.core: requirements.txt
 	$(VENV)/bin/pip install -q -r requirements.txt
 	touch $@
 
-EXTRAS := bert transformer ssd inference cloud predict
+EXTRAS := bert transformer ssd inference cloud predict minigo
 $(addprefix $(VENV)/.,$(EXTRAS)): $(VENV)/.%: requirements-%.txt $(VENV)/.core
 	$(VENV)/bin/pip install -q -r $<
 	touch $@
@@ -141,7 +141,7 @@ dlrm_quickstart: $(VENV)/.dlrm dlrm_data
 	$(PY) train.py --gin_file=gin/dlrm_quickstart.gin --model_dir=runs/dlrm_$$(date +%Y%m%d_%H%M%S)
 
 # MiniGo needs no data: every generation's games are played by the run.
-minigo_quickstart: $(VENV)/.core
+minigo_quickstart: $(VENV)/.minigo
 	$(PY) train.py --gin_file=gin/minigo_quickstart.gin --model_dir=runs/minigo_$$(date +%Y%m%d_%H%M%S)
 
 # MLPerf Inference v0.5's quickstarts: $(call v05_quickstart,NAME,DATA,FLAGS)

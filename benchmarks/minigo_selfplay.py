@@ -1,6 +1,7 @@
 """Benchmark: MiniGo self-play with the network in each host process (NumPy)
 or on the training process's devices (every process's leaves batched
-together), side by side.
+together), and searched on one forest of arrays or on a Python tree a game,
+side by side.
 
   python -m benchmarks.minigo_selfplay [--rounds=3] [--devices=1]
 
@@ -28,6 +29,7 @@ from benchmarks import common
 from core import entry_point
 
 FLAGS = flags.FLAGS
+ENGINES = ('trees', 'forest')  # models.minigo.data.MiniGoData.engine
 NETWORKS = {  # label: (board, blocks, width, readouts, games a round)
     'quickstart 7x7, 3x32, 24 readouts': (7, 3, 32, 24, 64),
     '9x9 flags net 9x64, 32 readouts': (9, 9, 64, 32, 16),
@@ -59,22 +61,23 @@ def main(argv):
           dirichlet_alpha=0.03 * 361 / size**2, komi=8.5 if size == 7 else 7.5,
           min_resign_threshold=-1.0, max_resign_threshold=-0.95,
           search=mcts.SearchOptions(pass_when_settled=size == 7))
-      data = {mode: minigo_data.MiniGoData(
+      data = {(mode, engine): minigo_data.MiniGoData(
           board_size=size, games_per_generation=games, processes=2,
-          concurrent_games=32, selfplay=options, inference=mode)
-              for mode in ('host', 'device')}
+          concurrent_games=32, selfplay=options, inference=mode,
+          engine=engine)
+              for mode in ('host', 'device') for engine in ENGINES}
       with strategy.scope():
         net = minigo.DualNet(board_size=size, trunk_layers=blocks,
                              conv_width=width, fc_width=width, seed=1)
       infer = device_inference.DeviceInference(
           strategy=strategy, fn=minigo_task.MiniGoTask(
-              model=None, data=data['host']).serving_fn(net))
+              model=None, data=data['host', 'forest']).serving_fn(net))
       weights = generations.weights_by_name(
           [*net.trainable_variables, *net.state.values()])
       rates = {mode: [] for mode in data}
       for r in range(FLAGS.rounds + 1):  # Round 0 warms up.
         for mode, d in data.items():
-          d.directory = os.path.join(tmp, f'{size}-{mode}-{r}')
+          d.directory = os.path.join(tmp, f'{size}-{"-".join(mode)}-{r}')
           start = time.perf_counter()
           d.produce(0, weights, worker=0, workers=1, infer=infer)
           seconds = time.perf_counter() - start
@@ -85,17 +88,25 @@ def main(argv):
             rates[mode].append(moves / seconds)
           served = (f', {d.served.rows / d.served.calls:.0f} leaves a call'
                     if d.served else '')
-          print(f'{label}, round {r or "warm-up"}, {mode}: '
+          print(f'{label}, round {r or "warm-up"}, {"/".join(mode)}: '
                 f'{moves / seconds:.1f} positions/s ({moves} moves in '
                 f'{seconds:.1f} s{served})', flush=True)
-      host, device = (statistics.median(rates[m]) for m in ('host', 'device'))
-      print(f'  {label}: host {host:.1f}, device {device:.1f} positions/s: '
-            f'device {device / host:.2f}x')
+      rate = {m: statistics.median(r) for m, r in rates.items()}
+      host, device = rate['host', 'forest'], rate['device', 'forest']
+      print(f'  {label}: ' + ', '.join(f'{"/".join(m)} {v:.1f}'
+                                      for m, v in rate.items()))
+      replicas = (f'{FLAGS.devices} CPU replica'
+                  f'{"s" if FLAGS.devices > 1 else ""}')
       rows.append((f'MiniGo self-play {label}, 2 processes, positions/s: '
-                   f'device inference ({FLAGS.devices} CPU '
-                   f'replica{"s" if FLAGS.devices > 1 else ""}) vs NumPy in '
-                   'each process', f'{device:.1f}', f'{host:.1f}',
-                   f'{device / host:.2f}x'))
+                   f'device inference ({replicas}) vs NumPy in each '
+                   'process (both on the forest)', f'{device:.1f}',
+                   f'{host:.1f}', f'{device / host:.2f}x'))
+      for mode in ('host', 'device'):
+        forest, trees = rate[mode, 'forest'], rate[mode, 'trees']
+        rows.append((f'MiniGo self-play {label}, 2 processes, positions/s, '
+                     f'{mode} inference: every tree in one forest vs a '
+                     'Python tree a game (the same games)', f'{forest:.1f}',
+                     f'{trees:.1f}', f'{forest / trees:.2f}x'))
   print(common.page_rows(rows))
 
 

@@ -28,6 +28,7 @@ EXTRAS = {
     'google': ('requirements-cloud.txt', 'make venv'),
     'googleapiclient': ('requirements-cloud.txt', 'make venv'),
     'oauth2client': ('requirements-cloud.txt', 'make venv'),
+    'pyspiel': ('requirements-minigo.txt', 'make minigo_quickstart'),
 }
 
 

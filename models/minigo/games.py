@@ -18,6 +18,7 @@ from models.minigo import features as go_features
 from models.minigo import host_inference
 from models.minigo import mcts
 from models.minigo import numpy_model as minigo_numpy
+from models.minigo import referee
 from models.minigo import selfplay
 from models.minigo import uct_player
 
@@ -112,6 +113,38 @@ class NetworkPlayer:
 
   def played(self, move: int) -> None:
     self.tree.play_move(move)
+
+
+class RefereedNetwork:
+  """A NetworkPlayer as a side of a game OpenSpiel referees
+  (models/minigo/referee.py): its tree searches with superko off, as
+  OpenSpiel's rules are."""
+
+  def __init__(self, weights, size: int, options: MatchOptions,
+               seed: int):
+    built = network_board_size(weights)
+    if built != size:
+      raise ValueError(f'The network was built for {built}x{built}, the '
+                       f'game is {size}x{size}.')
+    self.to_openspiel = referee.to_openspiel(size)
+    position = go.Position(size, komi=options.komi, superko=False)
+    self.player = NetworkPlayer(minigo_numpy.NumpyDualNet(weights), position,
+                                options, np.random.default_rng(seed))
+
+  def select(self, state) -> int:
+    del state  # The tree follows the game.
+    return int(self.to_openspiel[self.player.select_move()])
+
+  def played(self, action: int) -> None:
+    self.player.played(int(self.to_openspiel[action]))
+
+
+def network_board_size(weights) -> int:
+  """The board side a network's weights were built for (its policy
+  layer's outputs, size * size + 1)."""
+  kernel = next(v for k, v in weights.items()
+                if k.endswith('policy/logits/kernel'))
+  return int(round((kernel.shape[-1] - 1) ** 0.5))
 
 
 def match_work(work) -> dict:

@@ -116,6 +116,14 @@ CASES = {
     'benchmark checkpoint missing': (
         'benchmarks.decode', lambda t: [f'--checkpoint_dir={MISSING}'],
         'error: '),
+    'minigo ladder with no simulations': (
+        'tools.minigo_ladder', lambda t: ['--simulations=0'],
+        'error: --simulations must be at least 1 each, --games at least 2 '
+        'and --readouts at least 1.'),
+    'minigo ladder without a run': (
+        'tools.minigo_ladder', lambda t: [f'--run={MISSING}'],
+        'error: --run=/nonexistent/input: no generations/*/model.npz there; '
+        'pass a MiniGo run folder.'),
 }
 
 

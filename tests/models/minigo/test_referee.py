@@ -1,0 +1,64 @@
+"""models/minigo/referee.py: games OpenSpiel referees, its MCTS as the
+opponent, and the suite's network as a side of such a game."""
+
+import numpy as np
+import pytest
+
+from models.minigo import games as minigo_games
+from models.minigo import model as minigo
+from models.minigo import referee
+
+
+def test_points_map_to_openspiels_actions_by_a_row_flip():
+  size = 5
+  game = referee.load_game(size, 7.5)
+  state = game.new_initial_state()
+  ours = 0 * size + 1  # Top row, second column: b5.
+  state.apply_action(int(referee.to_openspiel(size)[ours]))
+  # OpenSpiel draws the board with row 5 on top: its line ' 5 +X+++'.
+  assert ' 5 +X+++' in str(state).splitlines()
+  np.testing.assert_array_equal(
+      referee.from_openspiel(size)[referee.to_openspiel(size)],
+      np.arange(size * size + 1))
+
+
+def _weights(size):
+  net = minigo.DualNet(board_size=size, conv_width=8, fc_width=8,
+                       trunk_layers=1, seed=2)
+  return {k: v.numpy() for k, v in {**net.params, **net.state}.items()}
+
+
+def test_the_network_plays_a_whole_refereed_game_as_either_colour():
+  size = 5
+  game = referee.load_game(size, 7.5)
+  options = minigo_games.MatchOptions(readouts=4, virtual_losses=2,
+                                      komi=7.5)
+  for black in (True, False):
+    ours = minigo_games.RefereedNetwork(_weights(size), size, options, seed=1)
+    theirs = referee.MctsPlayer(game, 5, seed=1)
+    result, moves = referee.play(
+        game, *((ours, theirs) if black else (theirs, ours)))
+    assert result in (-1.0, 1.0) and moves > 10
+
+
+def test_a_random_mover_rarely_beats_mcts_200():
+  # Seeded: the same games every time. The ladder in docs/minigo.md has
+  # 100 games a pairing.
+  game = referee.load_game(7, 8.5)
+  wins = 0
+  for i in range(8):
+    mover, mcts = referee.RandomPlayer(i), referee.MctsPlayer(game, 200, i)
+    black = i % 2 == 0
+    result, _ = referee.play(game, *((mover, mcts) if black
+                                     else (mcts, mover)))
+    wins += (result > 0) == black
+  assert wins <= 1
+
+
+def test_bad_settings_are_named():
+  game = referee.load_game(5, 7.5)
+  with pytest.raises(ValueError, match='at least 1 simulation, got 0'):
+    referee.MctsPlayer(game, 0, seed=0)
+  with pytest.raises(ValueError, match='built for 5x5, the game is 7x7'):
+    minigo_games.RefereedNetwork(_weights(5), 7,
+                                 minigo_games.MatchOptions(), seed=0)
