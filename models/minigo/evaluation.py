@@ -100,16 +100,26 @@ class GameEvaluator:
             f'{head.step} failed'
             + (f': {type(error).__name__}: {error}' if error else
                ' on the chief (its log names the error).')) from error
-      wins = games = moves = 0.0
+      wins = games = moves = black_wins = black_games = 0.0
       if self.chief:
         parts = head.future.result()
         wins = sum(p['wins'] for p in parts)
         games = sum(p['games'] for p in parts)
         moves = sum(p['moves'] for p in parts)
-      wins, games, moves = (self._worker_broadcast(v)
-                            for v in (wins, games, moves))
+        # The network's wins as Black: its colour and the game's sign.
+        black = [(c, s) for p in parts
+                 for c, s in zip(p['colours'], p['scores']) if c > 0]
+        black_games = len(black)
+        black_wins = sum(s > 0 for _, s in black)
+      wins, games, moves, black_wins, black_games = (
+          self._worker_broadcast(v)
+          for v in (wins, games, moves, black_wins, black_games))
+      white_games = games - black_games
       metrics = {'win_rate': wins / games, 'wins': wins, 'games': games,
-                 'mean_moves': moves / games}
+                 'mean_moves': moves / games,
+                 'win_rate_as_black': black_wins / max(black_games, 1),
+                 'win_rate_as_white': (wins - black_wins)
+                                      / max(white_games, 1)}
       out.append(evaluator_lib.EvalResult(head.step, wins / games, metrics,
                                           as_of=head.as_of))
     return out

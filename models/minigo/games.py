@@ -74,19 +74,41 @@ def _network(network):
   return minigo_numpy.NumpyDualNet(network), lambda: None
 
 
+TARGETS = ('uct', 'openspiel_mcts')
+
+
 @dataclasses.dataclass(frozen=True)
 class MatchOptions:
   """The evaluation games: the network searching `readouts` a move
   (Google's eval.flags: 100 on 19x19, no fast moves, no resignation,
-  value-init penalty 0.2) against the target (here models/minigo/uct_player's
-  UCT with `target_rollouts` a move); the network plays Black in the
-  even-numbered games."""
+  value-init penalty 0.2) against the target; the network plays Black in
+  the even-numbered games.
+
+  The target: 'uct' (models/minigo/uct_player.py's UCT with
+  `target_rollouts` a move, on the suite's rules) or 'openspiel_mcts'
+  (OpenSpiel's MCTS of `target_simulations` random-rollout simulations,
+  OpenSpiel deciding the rules: models/minigo/referee.py)."""
   readouts: int = 100
   virtual_losses: int = 4
+  target: str = 'uct'
   target_rollouts: int = 64
+  target_simulations: int = 200
   komi: float = go.KOMI
   superko: bool = True
   search: mcts.SearchOptions = mcts.SearchOptions()
+
+  def __post_init__(self):
+    name = 'models.minigo.games.MatchOptions'
+    if self.target not in TARGETS:
+      raise ValueError(f'{name}.target must be one of {TARGETS}, got '
+                       f'{self.target!r}.')
+    for field in ('readouts', 'virtual_losses', 'target_rollouts',
+                  'target_simulations'):
+      if getattr(self, field) < 1:
+        raise ValueError(f'{name}.{field} must be at least 1, got '
+                         f'{getattr(self, field)}.')
+    if self.target == 'openspiel_mcts':
+      referee.pyspiel()  # Not installed: one line naming its file.
 
 
 class NetworkPlayer:
@@ -156,6 +178,8 @@ def match_work(work) -> dict:
   work: (weights, size, options: MatchOptions, first, games, seed).
   """
   weights, size, options, first, games, seed = work
+  if options.target == 'openspiel_mcts':
+    return _refereed_match(weights, size, options, first, games, seed)
   net = minigo_numpy.NumpyDualNet(weights)
   wins = moves = 0
   colours, scores = [], []
@@ -178,5 +202,27 @@ def match_work(work) -> dict:
     moves += final.n
     colours.append(network_colour)
     scores.append(final.score())
+  return dict(wins=wins, games=games, moves=moves, colours=colours,
+              scores=scores)
+
+
+def _refereed_match(weights, size, options, first, games, seed) -> dict:
+  """match_work against OpenSpiel's MCTS, OpenSpiel deciding the rules;
+  'scores' are Black's returns (+1, -1: OpenSpiel gives no margin)."""
+  game = referee.load_game(size, options.komi)
+  wins = moves = 0
+  colours, scores = [], []
+  for index in range(first, first + games):
+    game_seed = int(np.random.default_rng([seed, index]).integers(2**31))
+    network = RefereedNetwork(weights, size, options, game_seed)
+    target = referee.MctsPlayer(game, options.target_simulations, game_seed)
+    network_colour = go.BLACK if index % 2 == 0 else go.WHITE
+    result, played = referee.play(
+        game, *((network, target) if network_colour == go.BLACK
+                else (target, network)))
+    wins += int(np.sign(result) == network_colour)
+    moves += played
+    colours.append(network_colour)
+    scores.append(float(result))
   return dict(wins=wins, games=games, moves=moves, colours=colours,
               scores=scores)

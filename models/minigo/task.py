@@ -104,8 +104,12 @@ class MiniGoTask:
     return float(metrics['win_rate'])
 
   def quality_detail(self, metrics: dict) -> str:
-    return (f'{metrics["wins"]:.0f} of {metrics["games"]:.0f} games won, '
-            f'{metrics["mean_moves"]:.0f} moves a game')
+    detail = (f'{metrics["wins"]:.0f} of {metrics["games"]:.0f} games won, '
+              f'{metrics["mean_moves"]:.0f} moves a game')
+    if 'win_rate_as_black' in metrics:
+      detail += (f'; as Black {metrics["win_rate_as_black"]:.2f}, as White '
+                 f'{metrics["win_rate_as_white"]:.2f}')
+    return detail
 
   def mlperf_params(self, *, per_replica_batch_size: int,
                     num_replicas: int) -> dict:

@@ -62,3 +62,27 @@ def test_bad_settings_are_named():
   with pytest.raises(ValueError, match='built for 5x5, the game is 7x7'):
     minigo_games.RefereedNetwork(_weights(5), 7,
                                  minigo_games.MatchOptions(), seed=0)
+
+
+def test_evaluation_games_against_openspiels_mcts_are_refereed_by_it():
+  options = minigo_games.MatchOptions(
+      readouts=4, virtual_losses=2, target='openspiel_mcts',
+      target_simulations=3, komi=7.5)
+  out = minigo_games.match_work((_weights(5), 5, options, 0, 4, 7))
+  assert out['games'] == 4 and 0 <= out['wins'] <= 4
+  assert out['colours'] == [1, -1, 1, -1]
+  assert set(out['scores']) <= {-1.0, 1.0}
+  # The network's wins: its colour is the winner's (Black's return's sign).
+  assert out['wins'] == sum(c == s for c, s in zip(out['colours'],
+                                                   out['scores']))
+
+
+@pytest.mark.parametrize('field,value,message', [
+    ('target', 'mcts', "target must be one of ('uct', 'openspiel_mcts'), "
+     "got 'mcts'"),
+    ('target_simulations', 0, 'target_simulations must be at least 1, got 0'),
+])
+def test_a_bad_target_is_named_by_its_gin_binding(field, value, message):
+  with pytest.raises(ValueError, match=r'^models\.minigo\.games\.MatchOptions'
+                     r'\.' + message.replace('(', r'\(').replace(')', r'\)')):
+    minigo_games.MatchOptions(**{field: value})
