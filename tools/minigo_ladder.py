@@ -33,6 +33,8 @@ def define_flags():
   flags.DEFINE_integer('games', 100, 'Games a pairing (half as Black).')
   flags.DEFINE_string('run', None, 'A MiniGo run folder (its generations/ '
                       'models join the ladder).')
+  flags.DEFINE_list('generations', [], 'With --run: these generations only '
+                    '(default: every one).')
   flags.DEFINE_integer('readouts', 16, "A model's readouts a move.")
   flags.DEFINE_integer('seed', 0, 'The games\' randomness.')
 
@@ -68,7 +70,14 @@ def main(argv):
   game = referee.load_game(size, FLAGS.komi)
   players = [('random', None)]
   if FLAGS.run:
-    players += _models(FLAGS.run)
+    models = _models(FLAGS.run)
+    if FLAGS.generations:
+      wanted = {f'model {int(g)}' for g in FLAGS.generations}
+      missing = wanted - {label for label, _ in models}
+      if missing:
+        raise ValueError(f'--run={FLAGS.run} has no {sorted(missing)[0]}.')
+      models = [m for m in models if m[0] in wanted]
+    players += models
     for label, path in players[1:]:
       built = minigo_games.network_board_size(_weights(path))
       if built != size:

@@ -7,8 +7,9 @@ uniformly random rollout (RandomRolloutEvaluator), UCT constant 2, the
 most visited move played. Its rules against ours
 (tests/models/minigo/test_boards.py): the same captures, suicide, area
 scoring and end (two passes), simple ko without superko (so our players
-search with superko off in a refereed game), and a game cut at
-`max_game_length` moves (here 4 size^2: longer than any game ours plays).
+search with superko off in a refereed game), and a game cut at its
+`max_game_length`, 2 size^2 moves by default: where our search trees end a
+game too (mcts.Node.game_over).
 
 Points: OpenSpiel's action a is row a // size counted from the bottom
 (a1 is 0), ours from the top; the pass is size * size in both.
@@ -29,8 +30,7 @@ def pyspiel():
 
 
 def load_game(size: int, komi: float):
-  return pyspiel().load_game('go', {'board_size': size, 'komi': komi,
-                                    'max_game_length': 4 * size * size})
+  return pyspiel().load_game('go', {'board_size': size, 'komi': komi})
 
 
 def to_openspiel(size: int) -> np.ndarray:
