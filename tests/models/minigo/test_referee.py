@@ -35,7 +35,7 @@ def test_the_network_plays_a_whole_refereed_game_as_either_colour():
                                       komi=7.5)
   for black in (True, False):
     ours = minigo_games.RefereedNetwork(_weights(size), size, options, seed=1)
-    theirs = referee.MctsPlayer(game, 5, seed=1)
+    theirs = referee.MctsPlayer(game, 20, seed=1)
     result, moves = referee.play(
         game, *((ours, theirs) if black else (theirs, ours)))
     assert result in (-1.0, 1.0) and moves > 10
