@@ -56,6 +56,7 @@ def main(argv):
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
     for label, (size, blocks, width, readouts, games) in NETWORKS.items():
+      games *= FLAGS.games_scale
       options = selfplay.SelfplayOptions(
           num_readouts=readouts, fastplay_frequency=0.0, virtual_losses=4,
           dirichlet_alpha=0.03 * 361 / size**2, komi=8.5 if size == 7 else 7.5,
@@ -63,7 +64,7 @@ def main(argv):
           search=mcts.SearchOptions(pass_when_settled=size == 7))
       data = {(mode, engine): minigo_data.MiniGoData(
           board_size=size, games_per_generation=games, processes=2,
-          concurrent_games=32, selfplay=options, inference=mode,
+          concurrent_games=FLAGS.concurrent, selfplay=options, inference=mode,
           engine=engine)
               for mode in ('host', 'device') for engine in ENGINES}
       with strategy.scope():
@@ -97,6 +98,7 @@ def main(argv):
                                       for m, v in rate.items()))
       replicas = (f'{FLAGS.devices} CPU replica'
                   f'{"s" if FLAGS.devices > 1 else ""}')
+      label = f'{label}, {FLAGS.concurrent} games at once'
       rows.append((f'MiniGo self-play {label}, 2 processes, positions/s: '
                    f'device inference ({replicas}) vs NumPy in each '
                    'process (both on the forest)', f'{device:.1f}',
@@ -113,5 +115,9 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds after a warm-up.')
   flags.DEFINE_integer('devices', 1, 'Logical CPU devices (replicas).')
+  flags.DEFINE_integer('concurrent', 32, 'Games a host process plays at once '
+                       '(the quickstart\'s CONCURRENT_GAMES).')
+  flags.DEFINE_integer('games_scale', 1, 'Games a round: each network\'s '
+                       'count times this.')
   entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
   app.run(entry_point.tool_main(main))

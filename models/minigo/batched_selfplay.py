@@ -141,7 +141,9 @@ class Selfplay:
     symmetry, one call, each policy mapped back."""
     forest = self.forest
     leaves = np.array([leaf for _, leaf in batch])
-    x = forest.boards(leaves).features()
+    boards = forest.boards(leaves)
+    forest.ensure_legal(leaves)  # For their expansion, all at once.
+    x = boards.features()
     names = np.array([
         selfplay.symmetry(int(forest.hash[leaf]), game.symmetry_mix)
         for game, leaf in batch])

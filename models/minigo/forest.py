@@ -47,6 +47,12 @@ class Forest:
     self.n = np.zeros(slots, np.int32)
     self.hash = np.zeros(slots, np.uint64)
     self.groups = np.full((slots, points), points, np.int32)
+    # A node made by a selection holds its parent and move; its position
+    # is worked out when first asked for (`boards`: all of a round's
+    # leaves at once, for their evaluation), its legal moves when it is
+    # expanded.
+    self.ready = np.zeros(slots, bool)
+    self.legal_ready = np.zeros(slots, bool)
     self.legal = np.zeros((slots, self.moves), bool)
     self.illegal = np.zeros((slots, self.moves), np.float32)
     self.expanded = np.zeros(slots, bool)
@@ -93,14 +99,38 @@ class Forest:
       getattr(self, name)[slots] = 0
     self.children[slots] = -1
 
-  def _write(self, slots, boards: boards_lib.Boards) -> None:
+  def _write(self, slots, boards: boards_lib.Boards,
+             legal: bool = True) -> None:
     if boards.groups is None:
       boards = dataclasses.replace(boards, groups=boards.labels())
     for name in _POSITION:
       getattr(self, name)[slots] = getattr(boards, name)
-    legal = boards.legal()
+    self.ready[slots] = True
+    if legal:
+      self._set_legal(slots, boards.legal())
+
+  def _set_legal(self, slots, legal: np.ndarray) -> None:
     self.legal[slots] = legal
     self.illegal[slots] = mcts.illegal_penalty(legal)
+    self.legal_ready[slots] = True
+
+  def _materialize(self, nodes) -> None:
+    """Works out the positions of nodes made but not yet played out, from
+    their parents' (expanded, so known)."""
+    nodes = np.asarray(nodes, np.int64)
+    pending = np.unique(nodes[~self.ready[nodes]])
+    if len(pending):
+      parents = self.parent[pending]
+      self._write(pending, self.boards(parents).play(
+          self.move[pending], legal=self.legal[parents]), legal=False)
+
+  def ensure_legal(self, nodes) -> None:
+    """Works out the legal moves of the nodes that lack them (all of a
+    round's leaves at once, before their expansion)."""
+    nodes = np.asarray(nodes, np.int64)
+    pending = np.unique(nodes[~self.legal_ready[nodes]])
+    if len(pending):
+      self._set_legal(pending, self.boards(pending).legal())
 
   def game_of(self, nodes) -> np.ndarray:
     return np.asarray(nodes) // self.capacity
@@ -109,6 +139,7 @@ class Forest:
     """The nodes' positions, each with its superko history: its game's
     arrangements before the root and the path from the root to it."""
     nodes = np.asarray(nodes, np.int64)
+    self._materialize(nodes)
     games = self.game_of(nodes)
     above = self.depth[nodes] - self.depth[self.root[games]]
     count = self.seen_count[games] if self.superko else np.zeros_like(games)
@@ -159,8 +190,13 @@ class Forest:
     children = games * self.capacity + self.next_free[games]
     self.next_free[games] += 1
     self._clear_slots(children)
-    self._write(children, self.boards(parents).play(
-        moves, legal=self.legal[parents]))
+    # What the search reads before the position (game over, whose turn).
+    passed = moves == self.moves - 1
+    self.passes[children] = np.where(passed, self.passes[parents] + 1, 0)
+    self.n[children] = self.n[parents] + 1
+    self.to_play[children] = -self.to_play[parents]
+    self.ready[children] = False
+    self.legal_ready[children] = False
     self.parent[children] = parents
     self.move[children] = moves
     self.depth[children] = self.depth[parents] + 1
@@ -181,8 +217,8 @@ class Forest:
     where = np.full(self.capacity, -1, np.int64)
     where[order - start] = new
     root_n, root_w = self.node_n([order[0]])[0], self.node_w([order[0]])[0]
-    for name in (*_POSITION, 'legal', 'illegal', 'expanded', 'move', 'depth',
-                 *_EDGES):
+    for name in (*_POSITION, 'ready', 'legal_ready', 'legal', 'illegal',
+                 'expanded', 'move', 'depth', *_EDGES):
       array = getattr(self, name)
       array[new] = array[order]
     kids = self.children[order]
@@ -313,6 +349,7 @@ class Forest:
     leaves = np.asarray(leaves, np.int64)
     fresh = ~self.expanded[leaves]
     leaves, policies = leaves[fresh], np.asarray(policies)[fresh]
+    self.ensure_legal(leaves)
     values = np.asarray(values)[fresh]
     if not len(leaves):
       return
@@ -403,7 +440,7 @@ class Forest:
     N and W too; its slots freed but the root's, which moves first."""
     root = int(self.root[game])
     first = game * self.capacity
-    for name in (*_POSITION, 'legal', 'illegal'):
+    for name in (*_POSITION, 'ready', 'legal_ready', 'legal', 'illegal'):
       array = getattr(self, name)
       array[first] = array[root]
     self._clear_slots([first])
