@@ -18,6 +18,7 @@ from models.minigo import features as go_features
 from models.minigo import forest as forest_lib
 from models.minigo import selfplay
 
+
 @dataclasses.dataclass
 class Game:
   """One game's state beside its tree (selfplay.Game's, without the
@@ -107,8 +108,8 @@ class Selfplay:
         forest.revert_virtual_loss(leaves)
     roots = forest.root[[game.slot for game in playing]]
     ready = forest.node_n(roots) >= [game.target_readouts for game in playing]
-    for game in np.array(playing, object)[ready]:
-      while not game.over and self._maybe_play_move(game):
+    for game, searched in zip(playing, ready.tolist()):
+      while searched and not game.over and self._maybe_play_move(game):
         pass
 
   def _queue_leaves(self, playing: list[Game]) -> list[list[int]]:
@@ -155,9 +156,9 @@ class Selfplay:
     size = self.size
     for name in set(names.tolist()) - {'identity'}:
       at = names == name
-      boards = policies[at, :-1].reshape(-1, size, size)
+      grids = policies[at, :-1].reshape(-1, size, size)
       policies[at, :-1] = go_features.apply_to_batch(
-          go_features.INVERSES[name], boards).reshape(-1, size * size)
+          go_features.INVERSES[name], grids).reshape(-1, size * size)
     return policies, np.asarray(values)
 
   def _maybe_play_move(self, game: Game) -> bool:
