@@ -98,7 +98,8 @@ def main(argv):
                                       for m, v in rate.items()))
       replicas = (f'{FLAGS.devices} CPU replica'
                   f'{"s" if FLAGS.devices > 1 else ""}')
-      label = f'{label}, {FLAGS.concurrent} games at once'
+      at_once = min(FLAGS.concurrent, games // 2)  # Each process's.
+      label = f'{label}, {at_once} games at once a process'
       rows.append((f'MiniGo self-play {label}, 2 processes, positions/s: '
                    f'device inference ({replicas}) vs NumPy in each '
                    'process (both on the forest)', f'{device:.1f}',
