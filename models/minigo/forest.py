@@ -12,7 +12,10 @@ game's numbers equal its mcts.Tree's (tests/models/minigo/test_forest.py).
 A node's own N and W live in its parent's edge, the first root's in
 `root_n`/`root_w`; after a move the new root keeps its parent's edge, as the
 C++ keeps the node. A tree that would outgrow its slots is compacted (its
-live nodes copied to the front); a cleared tree keeps its root alone.
+live nodes copied to the front); a cleared tree keeps its root alone. A
+node a selection adds holds its parent and move until its position is
+asked for (a round's leaves are played out together, for their
+evaluation) and its legal moves until it is expanded.
 """
 
 import dataclasses
@@ -207,6 +210,7 @@ class Forest:
     """Copies the game's live tree (its root and the root's descendants)
     to the front of its slots, breadth first; returns {old slot: new}."""
     start = game * self.capacity
+    self._materialize([self.root[game]])  # Its parent is not kept.
     order, frontier = [int(self.root[game])], [int(self.root[game])]
     while frontier:
       kids = self.children[frontier]
@@ -417,6 +421,7 @@ class Forest:
   def play_move(self, game: int, move: int) -> None:
     """Descends the game's root to the move's child."""
     root = int(self.root[game])
+    self.ensure_legal([root])
     if self.game_over([root])[0] or not self.legal[root, move]:
       raise go.IllegalMove(f'{move} in game {game}\'s tree at move '
                            f'{self.n[root]}.')
@@ -440,6 +445,7 @@ class Forest:
     N and W too; its slots freed but the root's, which moves first."""
     root = int(self.root[game])
     first = game * self.capacity
+    self._materialize([root])  # Its parent is not kept.
     for name in (*_POSITION, 'ready', 'legal_ready', 'legal', 'illegal'):
       array = getattr(self, name)
       array[first] = array[root]

@@ -80,3 +80,23 @@ def test_a_tree_too_small_for_its_search_says_so():
   with pytest.raises(RuntimeError, match='game 1 keeps 1 live nodes and '
                      'needs 9 more, its capacity is 8: raise the capacity'):
     forest.reserve([0, 1], [4, 9])
+
+
+@pytest.mark.parametrize('then', ['clear_subtrees', 'compact'])
+def test_a_root_not_yet_played_out_keeps_its_position(then):
+  # play_move to a move the search never visited makes the new root there
+  # and then; clearing or compacting the tree drops its parent, so the
+  # position must be worked out first.
+  from models.minigo import go  # pylint: disable=import-outside-toplevel
+  forest = forest_lib.Forest(size=5, games=2, capacity=16)
+  position = go.Position(5)
+  for move in (12, 6, 25):  # Two stones, then a pass.
+    forest.play_move(1, move)
+    position = position.play(move)
+  getattr(forest, then)(1)
+  root = forest.root[1]
+  np.testing.assert_array_equal(forest.boards([root]).board[0],
+                                position.board)
+  forest.ensure_legal([root])
+  np.testing.assert_array_equal(forest.legal[root], position.legal_moves())
+  assert (forest.passes[root], forest.n[root]) == (1, 3)
