@@ -184,18 +184,8 @@ class Selfplay:
       root = int(forest.root[g])
       if forest.game_over([root])[0]:
         game.result = 1 if forest.boards([root]).score()[0] > 0 else -1
-    if game.over:
-      for example in game.examples:
-        example.value = float(game.result)
-    else:
-      game.fastplay = (options.fastplay_frequency > 0 and
-                       game.rng.uniform() < options.fastplay_frequency)
-      game.inject_noise_next = not game.fastplay
-      game.target_readouts = int(forest.node_n([root])[0]) + (
-          options.fastplay_readouts if game.fastplay
-          else options.num_readouts)
-      if not game.fastplay and options.fastplay_frequency > 0:
-        forest.clear_subtrees(g)
+    if selfplay.after_move(game, options, int(forest.node_n([root])[0])):
+      forest.clear_subtrees(g)
     return True
 
 

@@ -153,19 +153,27 @@ class Game:
       tree.play_move(move)
       if tree.is_game_over():
         self.result = 1 if tree.root.position.score() > 0 else -1
-    if self.over:
-      for example in self.examples:
-        example.value = float(self.result)
-    else:
-      self.fastplay = (options.fastplay_frequency > 0 and
-                       self.rng.uniform() < options.fastplay_frequency)
-      self.inject_noise_next = not self.fastplay
-      self.target_readouts = tree.root.N + (
-          options.fastplay_readouts if self.fastplay
-          else options.num_readouts)
-      if not self.fastplay and options.fastplay_frequency > 0:
-        tree.clear_subtrees()
+    if after_move(self, options, tree.root.N):
+      tree.clear_subtrees()
     return True
+
+
+def after_move(game, options: SelfplayOptions, root_n: int) -> bool:
+  """A game's bookkeeping once a move is made or it ended (Game's, and
+  batched_selfplay.Game's): an ended game's examples take its result;
+  otherwise the next search is set up (fast or full, root noise, its
+  readout target from the new root's `root_n` visits). Returns whether the
+  tree is to be cleared (a full search when fast moves exist)."""
+  if game.over:
+    for example in game.examples:
+      example.value = float(game.result)
+    return False
+  game.fastplay = (options.fastplay_frequency > 0 and
+                   game.rng.uniform() < options.fastplay_frequency)
+  game.inject_noise_next = not game.fastplay
+  game.target_readouts = root_n + (
+      options.fastplay_readouts if game.fastplay else options.num_readouts)
+  return not game.fastplay and options.fastplay_frequency > 0
 
 
 def queue_leaves(tree: mcts.Tree, limit: int, target: int) -> list:
