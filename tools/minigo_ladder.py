@@ -96,7 +96,7 @@ def main(argv):
       for i in range(FLAGS.games):
         seed = FLAGS.seed * 1_000_003 + i
         ours = (referee.RandomPlayer(seed) if weights is None else
-                minigo_games.RefereedNetwork(weights, size, options, seed))
+                minigo_games.RefereedNetwork.from_weights(weights, size, options, seed))
         theirs = referee.MctsPlayer(game, n, seed)
         black = i % 2 == 0
         result, _ = referee.play(game, *((ours, theirs) if black

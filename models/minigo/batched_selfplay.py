@@ -54,8 +54,11 @@ class Selfplay:
 
   def __init__(self, evaluate: selfplay.Evaluate, *, size: int,
                concurrent: int, options: selfplay.SelfplayOptions,
-               capacity: int = 0):
+               capacity: int = 0, symmetries: bool = True):
+    """symmetries: each leaf evaluated under a symmetry of its position's
+    hash and its game's draw (self-play), or as it stands."""
     self.evaluate, self.size, self.options = evaluate, size, options
+    self.symmetries = symmetries
     # A search adds a node a readout; with fast moves the tree also keeps
     # their subtrees until the next full search clears it.
     capacity = capacity or 4 * (options.num_readouts
@@ -73,6 +76,18 @@ class Selfplay:
   def round(self, playing: list[Game]) -> None:
     """One round: each game's leaves (up to its virtual losses), one
     evaluation of all of them, then the moves whose searches are done."""
+    self.search(playing)
+    forest = self.forest
+    roots = forest.root[[game.slot for game in playing]]
+    ready = forest.node_n(roots) >= [game.target_readouts for game in playing]
+    for game, searched in zip(playing, ready.tolist()):
+      while searched and not game.over and self._maybe_play_move(game):
+        pass
+
+  def search(self, playing: list[Game]) -> None:
+    """A round's search: each game's leaves (up to its virtual losses,
+    short of its target_readouts), one evaluation of all of them, each
+    expanded and backed up."""
     forest, options = self.forest, self.options
     # A selection adds at most a node; a round selects its leaves and the
     # game-over leaves it scores on the way, at most one a readout still
@@ -106,11 +121,6 @@ class Selfplay:
         leaves = np.array([batch[i][1] for i in at])
         forest.expand(leaves, policies[at], values[at])
         forest.revert_virtual_loss(leaves)
-    roots = forest.root[[game.slot for game in playing]]
-    ready = forest.node_n(roots) >= [game.target_readouts for game in playing]
-    for game, searched in zip(playing, ready.tolist()):
-      while searched and not game.over and self._maybe_play_move(game):
-        pass
 
   def _queue_leaves(self, playing: list[Game]) -> list[list[int]]:
     """selfplay.queue_leaves for every game, a leaf of each at a time."""
@@ -147,7 +157,7 @@ class Selfplay:
     x = boards.features()
     names = np.array([
         selfplay.symmetry(int(forest.hash[leaf]), game.symmetry_mix)
-        for game, leaf in batch])
+        if self.symmetries else 'identity' for game, leaf in batch])
     for name in set(names.tolist()) - {'identity'}:
       at = names == name
       x[at] = go_features.apply_to_batch(name, x[at])

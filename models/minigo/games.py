@@ -19,6 +19,7 @@ from models.minigo import host_inference
 from models.minigo import mcts
 from models.minigo import numpy_model as minigo_numpy
 from models.minigo import referee
+from models.minigo import refereed_match
 from models.minigo import selfplay
 from models.minigo import uct_player
 
@@ -142,16 +143,17 @@ class RefereedNetwork:
   (models/minigo/referee.py): its tree searches with superko off, as
   OpenSpiel's rules are."""
 
-  def __init__(self, weights, size: int, options: MatchOptions,
-               seed: int):
-    built = network_board_size(weights)
-    if built != size:
-      raise ValueError(f'The network was built for {built}x{built}, the '
-                       f'game is {size}x{size}.')
+  def __init__(self, net, size: int, options: MatchOptions, seed: int):
     self.to_openspiel = referee.to_openspiel(size)
     position = go.Position(size, komi=options.komi, superko=False)
-    self.player = NetworkPlayer(minigo_numpy.NumpyDualNet(weights), position,
-                                options, np.random.default_rng(seed))
+    self.player = NetworkPlayer(net, position, options,
+                                np.random.default_rng(seed))
+
+  @classmethod
+  def from_weights(cls, weights, size: int, options: MatchOptions,
+                   seed: int) -> 'RefereedNetwork':
+    _check_board_size(weights, size)
+    return cls(minigo_numpy.NumpyDualNet(weights), size, options, seed)
 
   def select(self, state) -> int:
     del state  # The tree follows the game.
@@ -159,6 +161,13 @@ class RefereedNetwork:
 
   def played(self, action: int) -> None:
     self.player.played(int(self.to_openspiel[action]))
+
+
+def _check_board_size(weights, size: int) -> None:
+  built = network_board_size(weights)
+  if built != size:
+    raise ValueError(f'The network was built for {built}x{built}, the '
+                     f'game is {size}x{size}.')
 
 
 def network_board_size(weights) -> int:
@@ -207,22 +216,10 @@ def match_work(work) -> dict:
 
 
 def _refereed_match(weights, size, options, first, games, seed) -> dict:
-  """match_work against OpenSpiel's MCTS, OpenSpiel deciding the rules;
-  'scores' are Black's returns (+1, -1: OpenSpiel gives no margin)."""
-  game = referee.load_game(size, options.komi)
-  wins = moves = 0
-  colours, scores = [], []
-  for index in range(first, first + games):
-    game_seed = int(np.random.default_rng([seed, index]).integers(2**31))
-    network = RefereedNetwork(weights, size, options, game_seed)
-    target = referee.MctsPlayer(game, options.target_simulations, game_seed)
-    network_colour = go.BLACK if index % 2 == 0 else go.WHITE
-    result, played = referee.play(
-        game, *((network, target) if network_colour == go.BLACK
-                else (target, network)))
-    wins += int(np.sign(result) == network_colour)
-    moves += played
-    colours.append(network_colour)
-    scores.append(float(result))
-  return dict(wins=wins, games=games, moves=moves, colours=colours,
-              scores=scores)
+  """match_work against OpenSpiel's MCTS, OpenSpiel deciding the rules,
+  every game at once (models/minigo/refereed_match.py); 'scores' are
+  Black's returns (+1, -1: OpenSpiel gives no margin)."""
+  _check_board_size(weights, size)
+  return refereed_match.play(minigo_numpy.NumpyDualNet(weights), size=size,
+                             options=options, first=first, games=games,
+                             seed=seed)

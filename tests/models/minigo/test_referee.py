@@ -6,7 +6,10 @@ import pytest
 
 from models.minigo import games as minigo_games
 from models.minigo import model as minigo
+from models.minigo import mcts
+from models.minigo import refereed_match
 from models.minigo import referee
+from tests.models.minigo.test_forest import linear_network
 
 
 def test_points_map_to_openspiels_actions_by_a_row_flip():
@@ -34,7 +37,8 @@ def test_the_network_plays_a_whole_refereed_game_as_either_colour():
   options = minigo_games.MatchOptions(readouts=4, virtual_losses=2,
                                       komi=7.5)
   for black in (True, False):
-    ours = minigo_games.RefereedNetwork(_weights(size), size, options, seed=1)
+    ours = minigo_games.RefereedNetwork.from_weights(_weights(size), size,
+                                                     options, seed=1)
     theirs = referee.MctsPlayer(game, 20, seed=1)
     result, moves = referee.play(
         game, *((ours, theirs) if black else (theirs, ours)))
@@ -60,8 +64,8 @@ def test_bad_settings_are_named():
   with pytest.raises(ValueError, match='at least 1 simulation, got 0'):
     referee.MctsPlayer(game, 0, seed=0)
   with pytest.raises(ValueError, match='built for 5x5, the game is 7x7'):
-    minigo_games.RefereedNetwork(_weights(5), 7,
-                                 minigo_games.MatchOptions(), seed=0)
+    minigo_games.RefereedNetwork.from_weights(
+        _weights(5), 7, minigo_games.MatchOptions(), seed=0)
 
 
 def test_evaluation_games_against_openspiels_mcts_are_refereed_by_it():
@@ -75,6 +79,33 @@ def test_evaluation_games_against_openspiels_mcts_are_refereed_by_it():
   # The network's wins: its colour is the winner's (Black's return's sign).
   assert out['wins'] == sum(c == s for c, s in zip(out['colours'],
                                                    out['scores']))
+
+
+@pytest.mark.parametrize('size,readouts,games', [(5, 8, 4), (7, 12, 2)])
+def test_the_batched_match_plays_the_per_game_players_games(size, readouts,
+                                                            games):
+  # The same network (a row's answer whatever its batch), no soft pick: all
+  # games at once in one forest make the moves each game's own tree makes,
+  # and OpenSpiel's seeded MCTS answers them alike.
+  net = linear_network(size)
+  options = minigo_games.MatchOptions(
+      readouts=readouts, virtual_losses=3, target='openspiel_mcts',
+      target_simulations=10, komi=7.5,
+      search=mcts.SearchOptions(soft_pick_enabled=False))
+  out = refereed_match.play(net, size=size, options=options, first=3,
+                            games=games, seed=11)
+  game = referee.load_game(size, 7.5)
+  scores, moves = [], 0
+  for index in range(3, 3 + games):
+    seed = int(np.random.default_rng([11, index]).integers(2**31))
+    ours = minigo_games.RefereedNetwork(net, size, options, seed)
+    theirs = referee.MctsPlayer(game, 10, seed)
+    result, played = referee.play(
+        game, *((ours, theirs) if index % 2 == 0 else (theirs, ours)))
+    scores.append(result)
+    moves += played
+  assert out['scores'] == scores and out['moves'] == moves > 10 * games
+  assert out['colours'] == [-1, 1, -1, 1][:games]
 
 
 @pytest.mark.parametrize('field,value,message', [
