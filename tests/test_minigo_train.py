@@ -16,13 +16,15 @@ from core import exit_codes
 from tests import helpers
 
 # A 5x5 board, a network of one block of 8, 6 games a generation with 4
-# readouts, 10 steps a generation, 4 evaluation games against a UCT of 4
-# rollouts: the machinery, not the strength.
+# readouts, 10 steps a generation, 4 evaluation games of every generation
+# against OpenSpiel's MCTS of 4 simulations (the quickstart's target, weak):
+# the machinery, not the strength.
 TINY = ['BOARD_SIZE = 5', 'TRUNK_LAYERS = 1', 'CONV_WIDTH = 8',
         'FC_WIDTH = 8', 'GAMES_PER_GENERATION = 6', 'NUM_READOUTS = 4',
         'CONCURRENT_GAMES = 3', 'STEPS_PER_GENERATION = 10',
         'STEPS_PER_LOOP = 5', 'GLOBAL_BATCH_SIZE = 16', 'EVAL_GAMES = 4',
-        'EVAL_READOUTS = 4', 'TARGET_ROLLOUTS = 4', 'DIRICHLET_ALPHA = 0.5']
+        'EVAL_READOUTS = 4', 'TARGET_SIMULATIONS = 4',
+        'EVAL_EVERY_STEPS = 10', 'DIRICHLET_ALPHA = 0.5']
 # A target no model reaches: the run goes to its budget, whatever the games.
 UNREACHABLE = ['TARGET_WIN_RATE = 1.01']
 

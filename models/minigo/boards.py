@@ -327,6 +327,13 @@ class Boards:
   def area(self) -> tuple[np.ndarray, np.ndarray]:
     """([games] Black's, [games] White's points): stones plus the empty
     regions bordered by that colour alone (go.Position.area)."""
+    territory = self.territory()
+    return ((self.board == go.BLACK).sum(1) + (territory == go.BLACK).sum(1),
+            (self.board == go.WHITE).sum(1) + (territory == go.WHITE).sum(1))
+
+  def territory(self) -> np.ndarray:
+    """[games, points] int8: each empty point's owner by area scoring (the
+    colour that alone borders its empty region), 0 for the others."""
     games, points = self.board.shape
     empty = self.board == go.EMPTY
     region = components(self.board, empty, self.size)
@@ -344,8 +351,8 @@ class Boards:
                                       region, 1) & empty
     white_region = np.take_along_axis(touches[go.WHITE] & ~touches[go.BLACK],
                                       region, 1) & empty
-    return ((self.board == go.BLACK).sum(1) + black_region.sum(1),
-            (self.board == go.WHITE).sum(1) + white_region.sum(1))
+    return (black_region.astype(np.int8) * go.BLACK
+            + white_region.astype(np.int8) * go.WHITE)
 
   def score(self) -> np.ndarray:
     """[games] float: Black's area minus White's, minus komi."""

@@ -56,6 +56,8 @@ class Forest:
     # expanded.
     self.ready = np.zeros(slots, bool)
     self.legal_ready = np.zeros(slots, bool)
+    # Whether the mover may pass (SearchOptions.pass_when_settled).
+    self.settled = np.zeros(slots, bool)
     self.legal = np.zeros((slots, self.moves), bool)
     self.illegal = np.zeros((slots, self.moves), np.float32)
     self.expanded = np.zeros(slots, bool)
@@ -110,12 +112,17 @@ class Forest:
       getattr(self, name)[slots] = getattr(boards, name)
     self.ready[slots] = True
     if legal:
-      self._set_legal(slots, boards.legal())
+      self._set_legal(slots, boards)
 
-  def _set_legal(self, slots, legal: np.ndarray) -> None:
+  def _set_legal(self, slots, boards: boards_lib.Boards) -> None:
+    legal = boards.legal()
     self.legal[slots] = legal
     self.illegal[slots] = mcts.illegal_penalty(legal)
     self.legal_ready[slots] = True
+    if self.options.pass_when_settled:
+      self.settled[slots] = mcts.settled(
+          boards.board, boards.to_play, legal, self.size,
+          boards.territory() if self.options.settled_by_territory else None)
 
   def _materialize(self, nodes) -> None:
     """Works out the positions of nodes made but not yet played out, from
@@ -133,7 +140,7 @@ class Forest:
     nodes = np.asarray(nodes, np.int64)
     pending = np.unique(nodes[~self.legal_ready[nodes]])
     if len(pending):
-      self._set_legal(pending, self.boards(pending).legal())
+      self._set_legal(pending, self.boards(pending))
 
   def game_of(self, nodes) -> np.ndarray:
     return np.asarray(nodes) // self.capacity
@@ -222,6 +229,7 @@ class Forest:
     where[order - start] = new
     root_n, root_w = self.node_n([order[0]])[0], self.node_w([order[0]])[0]
     for name in (*_POSITION, 'ready', 'legal_ready', 'legal', 'illegal',
+                 'settled',
                  'expanded', 'move', 'depth', *_EDGES):
       array = getattr(self, name)
       array[new] = array[order]
@@ -298,13 +306,6 @@ class Forest:
     nodes = np.asarray(nodes, np.int64)
     return (self.passes[nodes] >= 2) | (self.n[nodes] >= 2 * self.size**2)
 
-  def _settled(self, nodes) -> np.ndarray:
-    """Does every legal move but the pass fill the mover's own eye?"""
-    mine = np.concatenate([self.board[nodes] == self.to_play[nodes, None],
-                           np.ones((len(nodes), 1), bool)], 1)
-    eye = mine[:, go.neighbour_table(self.size)].all(-1)
-    return ~(self.legal[nodes, :-1] & ~eye).any(1)
-
   def select_leaves(self, games) -> np.ndarray:
     """One leaf for each of `games` (indices), descending from its root by
     the action scores and adding the child a move reaches first (mcts.Tree
@@ -328,7 +329,7 @@ class Forest:
                                   self.illegal[rows])
       no_pass = np.full(len(rows), not self.options.allow_pass)
       if self.options.pass_when_settled:
-        no_pass |= ~self._settled(rows)
+        no_pass |= ~self.settled[rows]
       scores[no_pass, pass_move] = -100000.0
       best = np.argmax(scores, 1)
       best = np.where(self.legal[rows, best], best, pass_move)
@@ -446,7 +447,8 @@ class Forest:
     root = int(self.root[game])
     first = game * self.capacity
     self._materialize([root])  # Its parent is not kept.
-    for name in (*_POSITION, 'ready', 'legal_ready', 'legal', 'illegal'):
+    for name in (*_POSITION, 'ready', 'legal_ready', 'legal', 'illegal',
+                 'settled'):
       array = getattr(self, name)
       array[first] = array[root]
     self._clear_slots([first])

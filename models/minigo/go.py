@@ -372,8 +372,14 @@ class Position:
     """(black, white) points: stones plus the empty regions bordered by
     that colour alone (regions touching both, or neither, count for
     nobody)."""
+    owner = self.board + self.territory()
+    return int((owner == BLACK).sum()), int((owner == WHITE).sum())
+
+  def territory(self) -> np.ndarray:
+    """[points] int8: each empty point's owner by area scoring (the colour
+    that alone borders its empty region), 0 for the others."""
     board = self.board
-    owner = board.astype(np.int32).copy()
+    owner = np.zeros(board.shape, np.int8)
     seen = np.zeros_like(board, bool)
     near = neighbours(self.size)
     for start in np.flatnonzero(board == EMPTY):
@@ -392,7 +398,7 @@ class Position:
             borders.add(int(board[n]))
       if len(borders) == 1:
         owner[region] = borders.pop()
-    return int((owner == BLACK).sum()), int((owner == WHITE).sum())
+    return owner
 
   def score(self) -> float:
     """Black's area minus White's, minus komi (> 0: Black wins)."""

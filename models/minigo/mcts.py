@@ -12,7 +12,9 @@ picks by N alone):
   U_scale = 2 * (log((1 + N_parent + 19652) / 19652) + 1.25); an illegal
   argmax (every score -1000 or less) becomes the pass; `allow_pass=False`
   scores the pass -100000 (and so does `pass_when_settled`, ours, while
-  the mover has a legal move that does not fill its own eye).
+  the mover has a legal move that does not fill its own eye; with
+  `settled_by_territory`, also ours, a move in either side's territory
+  counts as such a fill: the pass is read once the board is divided).
 - Expansion (IncorporateResults): the policy renormalised over the legal
   moves; every child's W starts at the network's value less
   value_init_penalty towards the player to move's loss (clamped to [-1, 1]),
@@ -118,6 +120,24 @@ def illegal_penalty(legal: np.ndarray) -> np.ndarray:
   return np.where(legal, 0.0, 1000.0).astype(np.float32)
 
 
+def settled(board, to_play, legal, size: int, territory=None) -> np.ndarray:
+  """[...] bool: may the mover pass (SearchOptions.pass_when_settled)?
+  Yes when every legal move but the pass fills one of its own eyes (each
+  neighbour its own stone) or, given the territory (go.Position.territory:
+  each empty point's owner, 0 if none), lies in either side's territory:
+  the board is divided, every empty region bordered by one colour.
+
+  board [..., points], to_play [...], legal [..., points + 1]."""
+  if territory is not None:
+    return ~(legal[..., :-1] & (territory == 0)).any(-1)
+  board = np.asarray(board)
+  to_play = np.asarray(to_play)[..., None]
+  mine = np.concatenate([board == to_play,
+                         np.ones(board.shape[:-1] + (1,), bool)], -1)
+  movable = legal[..., :-1] & ~mine[..., go.neighbour_table(size)].all(-1)
+  return ~movable.any(-1)
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchOptions:
   """The tree's options (mcts_tree.h's Options; values: Google's v0.7
@@ -134,6 +154,11 @@ class SearchOptions:
   # (each neighbour its own stone). For small boards searched shallowly,
   # where a free pass is exploited (docs/minigo.md).
   pass_when_settled: bool = False
+  # Ours too: with pass_when_settled, a move into either side's territory
+  # (an empty region one colour alone borders) counts as an own eye's: the
+  # pass is read once the board is divided, not only when it is filled to
+  # single eyes, so games end sooner (docs/minigo.md).
+  settled_by_territory: bool = False
 
   def cutoff(self, size: int) -> int:
     return self.soft_pick_cutoff or (size * size // 12) // 2 * 2
@@ -198,13 +223,14 @@ class Node:
     return action_scores(self.child_W, self.child_N, self.child_P,
                          self.position.to_play, u_common, self.illegal())
 
-  def settled(self) -> bool:
-    """Does every legal move but the pass fill the mover's own eye?"""
+  def settled(self, by_territory: bool = False) -> bool:
+    """May the mover pass (the module's `settled`)? Cached: a tree asks
+    with one `by_territory` throughout."""
     if self._settled is None:
       position = self.position
-      mine = np.append(position.board == position.to_play, True)
-      eye = mine[go.neighbour_table(position.size)].all(1)
-      self._settled = not (self.legal[:-1] & ~eye).any()
+      self._settled = bool(settled(
+          position.board, position.to_play, self.legal, position.size,
+          position.territory() if by_territory else None))
     return self._settled
 
   def game_over(self) -> bool:
@@ -247,7 +273,8 @@ class Tree:
       u_common = node.U_scale() * math.sqrt(max(1, node.N - 1))
       scores = node.action_scores(u_common)
       if not self.options.allow_pass or (
-          self.options.pass_when_settled and not node.settled()):
+          self.options.pass_when_settled
+          and not node.settled(self.options.settled_by_territory)):
         scores[node.position.pass_move] = -100000.0
       best = int(np.argmax(scores))
       if not node.legal[best]:

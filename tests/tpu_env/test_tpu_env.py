@@ -147,15 +147,16 @@ def test_maskrcnn_quickstart_trains_under_the_tpu_build(tmp_path):
 def test_minigo_quickstart_trains_under_the_tpu_build(tmp_path):
   # Self-play's searches in host processes spawned from the TPU build's
   # Python, their leaves evaluated by the training process (the default
-  # SELFPLAY_INFERENCE = 'device'); the games against the target in NumPy
-  # in host processes; training on the device.
+  # SELFPLAY_INFERENCE = 'device'); the games against the target
+  # (OpenSpiel's MCTS, from requirements-tpu.txt) in NumPy in host
+  # processes; training on the device.
   model_dir = str(tmp_path / 'minigo')
   done = train('minigo_quickstart.gin', model_dir, {
       'BOARD_SIZE': 5, 'TRUNK_LAYERS': 1, 'CONV_WIDTH': 8, 'FC_WIDTH': 8,
       'GAMES_PER_GENERATION': 4, 'NUM_READOUTS': 4, 'CONCURRENT_GAMES': 2,
       'STEPS_PER_GENERATION': 4, 'STEPS_PER_LOOP': 2, 'TRAIN_EPOCHS': 1,
       'GLOBAL_BATCH_SIZE': 8, 'EVAL_GAMES': 2, 'EVAL_READOUTS': 4,
-      'TARGET_ROLLOUTS': 2})
+      'TARGET_SIMULATIONS': 2, 'EVAL_EVERY_STEPS': 4})
   assert_trained(done, model_dir, 4)
   assert os.path.exists(os.path.join(model_dir, 'generations', '000000',
                                      'done-w0.json'))

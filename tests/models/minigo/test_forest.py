@@ -46,6 +46,7 @@ def assert_same_games(old, new):
     (7, 12, 0.0, True, 60, 5),   # The same, compacted as they fill.
     (7, 16, 0.5, False, 0, 5),   # Fast moves; full searches clear the tree.
     (9, 12, 0.5, True, 70, 3),   # 9x9, both.
+    (5, 12, 0.0, 'territory', 0, 4),  # Passes once the board is divided.
 ])
 def test_batched_selfplay_plays_the_per_game_trees_games(
     size, readouts, fastplay, settled, capacity, games, monkeypatch):
@@ -53,7 +54,9 @@ def test_batched_selfplay_plays_the_per_game_trees_games(
       num_readouts=readouts, fastplay_frequency=fastplay, fastplay_readouts=6,
       virtual_losses=4, dirichlet_alpha=0.2, komi=7.5,
       min_resign_threshold=-1.0, max_resign_threshold=-0.9,
-      search=mcts.SearchOptions(pass_when_settled=settled))
+      search=mcts.SearchOptions(
+          pass_when_settled=bool(settled),
+          settled_by_territory=settled == 'territory'))
   evaluate = linear_network(size)
   kwargs = dict(size=size, games=games, concurrent=3, options=options,
                 seed=3)
@@ -69,7 +72,10 @@ def test_batched_selfplay_plays_the_per_game_trees_games(
   assert_same_games(old, new)
   # What the case is for happened: resignations and compactions of kept
   # trees, or cleared trees.
-  if fastplay:
+  if settled == 'territory':  # A game ended by passes before the cap.
+    assert any(g.moves[-2:] == [size * size] * 2 and len(g.moves) < 2 * size**2
+               for g in new)
+  elif fastplay:
     assert 'clear_subtrees' in calls
   else:
     assert 'compact' in calls and any(game.resigned for game in new)

@@ -187,3 +187,27 @@ def test_pass_when_settled_reads_the_pass_only_when_only_eyes_are_left():
     leaf = tree.select_leaf()
     tree.incorporate_results(leaf, np.full(10, 0.1, np.float32), 0.0)
   assert tree.root.child_N[9] > 0
+
+
+def test_settled_by_territory_reads_the_pass_once_the_board_is_divided():
+  # A wall each: Black's region (column a) and White's (columns d, e) are
+  # bordered by one colour; no empty point is an eye. With a gap in the
+  # wall the regions join and touch both colours: not divided.
+  rows = ['.XO..'] * 5
+  divided = go.Position.from_rows(rows, superko=False)
+  gap = go.Position.from_rows(rows[:2] + ['..O..'] + rows[3:], superko=False)
+  for to_play in (go.BLACK, go.WHITE):
+    for position, passes in ((divided, True), (gap, False)):
+      position = go.Position(5, board=position.board, to_play=to_play,
+                             superko=False)
+      assert mcts.Tree(position).root.settled(by_territory=True) == passes
+      # No point is an eye: the old rule reads no pass.
+      assert not mcts.Tree(position).root.settled()
+  # The same answers over a batch (the forest's form).
+  board = np.stack([divided.board, gap.board])
+  legal = np.stack([divided.legal_moves(), gap.legal_moves()])
+  territory = np.stack([divided.territory(), gap.territory()])
+  np.testing.assert_array_equal(
+      mcts.settled(board, np.array([1, 1]), legal, 5, territory),
+      [True, False])
+
