@@ -83,11 +83,14 @@ def _match_options(run: str | None):
 
 def main(argv):
   del argv
+  if not all(n == 'random' or n.isdigit() and int(n) >= 1
+             for n in FLAGS.simulations):
+    raise ValueError(f'--simulations={",".join(FLAGS.simulations)}: each '
+                     'must be `random` or a whole number of at least 1.')
   simulations = [n if n == 'random' else int(n) for n in FLAGS.simulations]
-  if min([n for n in simulations if n != 'random'], default=1) < 1 or (
-      FLAGS.games < 2 or (FLAGS.readouts or 1) < 1):
-    raise ValueError('--simulations must be at least 1 each, --games at '
-                     'least 2 and --readouts at least 1.')
+  if FLAGS.games < 2 or (FLAGS.readouts is not None and FLAGS.readouts < 1):
+    raise ValueError('--games must be at least 2 and --readouts at least '
+                     '1.')
   # pylint: disable-next=import-outside-toplevel
   from models.minigo import games as minigo_games
   from models.minigo import referee  # pylint: disable=import-outside-toplevel

@@ -118,8 +118,15 @@ CASES = {
         'error: '),
     'minigo ladder with no simulations': (
         'tools.minigo_ladder', lambda t: ['--simulations=0'],
-        'error: --simulations must be at least 1 each, --games at least 2 '
-        'and --readouts at least 1.'),
+        'error: --simulations=0: each must be `random` or a whole number of '
+        'at least 1.'),
+    'minigo ladder with a misspelt opponent': (
+        'tools.minigo_ladder', lambda t: ['--simulations=50,randm'],
+        'error: --simulations=50,randm: each must be `random` or a whole '
+        'number of at least 1.'),
+    'minigo ladder with no readouts': (
+        'tools.minigo_ladder', lambda t: ['--readouts=0'],
+        'error: --games must be at least 2 and --readouts at least 1.'),
     'minigo ladder without a run': (
         'tools.minigo_ladder', lambda t: [f'--run={MISSING}'],
         'error: --run=/nonexistent/input: no generations/*/model.npz there; '
