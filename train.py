@@ -64,6 +64,7 @@ import tensorflow as tf
 
 from core import exit_codes
 from core import extras
+from core import source as source_lib
 from core import staged_files
 from core import storage as storage_lib
 from distribution import plan as plan_lib
@@ -396,6 +397,11 @@ def _run_actions(*, task, schedule, plan: plan_lib.Plan,
       actions_lib.ConfigFile(
           path=os.path.join(model_dir, 'config.gin') if chief else None,
           text=config_text, uploads=writes.uploads),
+      # The code the run used (tools.package archives it).
+      actions_lib.ConfigFile(
+          path=(os.path.join(model_dir, source_lib.SOURCE_FILE) if chief
+                else None),
+          text=source_lib.record_text(), uploads=writes.uploads),
       actions_lib.StorageGuard(uploads=writes.uploads, worker_sum=worker_sum),
       actions_lib.NanGuard(checkpointer),
       actions_lib.ProgressLine(global_batch_size=schedule.global_batch_size,

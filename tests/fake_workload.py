@@ -3,7 +3,8 @@ real commands start it on "worker 0" through tools/launcher/job_runner.py.
 
 The script (FAKE_WORKLOAD, JSON) gives per seed the outcome of each
 attempt, in order: 'success' uploads a real run's MLPerf log
-(FAKE_LOGS/result_<seed>.txt) as <model_dir>/mlperf.log and exits 0;
+(FAKE_LOGS/result_<seed>.txt) as <model_dir>/mlperf.log, and source.json as
+train.py writes it on a worker (from the copy's COMMIT), and exits 0;
 'preempted' has the fake Cloud TPU preempt the node (as Cloud TPU takes a
 spot node back) and exits 75 as train.py does after saving; 'vanished'
 deletes the node and is killed by the signal a VM's shutdown sends; 'hang'
@@ -36,6 +37,11 @@ def main(args) -> int:
     bucket, _, prefix = model_dir[len('gs://'):].partition('/')
     storage.Client().bucket(bucket).blob(f'{prefix}/mlperf.log').upload_from_filename(
         os.path.join(os.environ['FAKE_LOGS'], f'result_{seed}.txt'))
+    # What train.py records of its code, from the worker's copy (COMMIT).
+    from core import source
+    storage.Client().bucket(bucket).blob(
+        f'{prefix}/{source.SOURCE_FILE}').upload_from_string(
+            source.record_text(os.getcwd()))
     return 0
   if outcome in ('preempted', 'vanished'):
     action = 'preempt' if outcome == 'preempted' else 'vanish'

@@ -33,7 +33,8 @@ then, in order:
    reruns it, a timed run from scratch into `run_<i>_retry<k>` (MLPerf does
    not allow resuming a timed run), an untimed one (--notimed) in place; 2
    (bad input), 3 (crash) and 4 (no TPU, node healthy) stop the launch;
-5. the results checked and scored (tools/score.py);
+5. the results checked and scored (tools/score.py); with --package, the
+   runs written as an MLPerf submission package (tools/package.py);
 6. the TPU (and its queued resource) deleted, after success, failure or
    Ctrl-C, unless --keep (then a restarted --execute reattaches).
 --max_hours stops everything (and deletes the TPU) after that much time.
@@ -123,6 +124,12 @@ def job_from_flags(f=FLAGS) -> Job:
                      'experiment (gin/*_pod.gin, gin/*_v3_32.gin) or add '
                      '--gin_file=gin/hardware/tpu.gin.')
   check_experiment_slice(gin_files, experiment.accelerator, tpu_slice)
+  if f.package:  # Before any TPU is created.
+    from tools.submission import system as system_lib
+    from tools.submission import writer
+    writer.check_destination(f.package)
+    if f.system_desc:
+      system_lib.read_file(f.system_desc)
   params = tuple(f.gin_param)
   if not experiment.accelerator:  # Any slice: the run checks and logs this.
     params += (f"ACCELERATOR = '{tpu_slice.accelerator}'",)
@@ -135,7 +142,8 @@ def job_from_flags(f=FLAGS) -> Job:
              results_dir=f.results_dir, queued=f.queued, tier=f.tier,
              valid_until=f.valid_until, timed=f.timed, keep=f.keep,
              max_hours=f.max_hours, python=f.worker_python,
-             install=f.install)
+             install=f.install, package=f.package,
+             system_desc=f.system_desc)
 
 
 def main(argv, f=FLAGS):
@@ -167,6 +175,10 @@ def main(argv, f=FLAGS):
       print(f'# run {i} (seed {i})\nkubectl apply -f {path}\n'
             f'kubectl wait --for=condition=Completed --timeout=24h '
             f'jobset/{job.tpu}-run-{i}')
+    if job.package:
+      print('# the submission package, checked by MLCommons\' package '
+            'checker\n' + shlex.join(job_lib.package_command(
+                job, [job.run_dir(i) for i in range(job.runs)])))
     return 0
   tarball = f'/tmp/{job.suite_dir}-{job.tpu}.tar.gz'
   print(f'# {job_lib.cost_line(job)}')
@@ -219,6 +231,11 @@ def define_flags(flag_values=FLAGS):
        'match, e.g. 1024,128 (preflight).'),
       ('string', 'system', '', 'Results system name (tpu-<accelerator>).'),
       ('string', 'results_dir', 'results', 'Local results tree.'),
+      ('string', 'package', '', 'After the runs, write their MLPerf '
+       'submission package here (tools.package: a new folder, or '
+       'gs://.../NAME.tar.gz; docs/submitting.md).'),
+      ('string', 'system_desc', '', 'The package\'s system fields, a JSON '
+       'file (tools.package --system_desc).'),
       ('bool', 'queued', False, 'Create through a queued resource.'),
       ('string', 'tier', 'on-demand', 'on-demand, spot, reserved; with '
        '--queued also guaranteed, best-effort (alpha).'),

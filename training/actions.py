@@ -220,14 +220,15 @@ class TargetTest:
 
 
 class ConfigFile:
-  """Writes the run's config (`<model_dir>/config.gin`) once it has started
-  (InitEnd): a start that fails leaves the earlier file as it was."""
+  """Writes a record of the run (`<model_dir>/config.gin`, `source.json`)
+  once it has started (InitEnd): a start that fails leaves the earlier file
+  as it was."""
 
   def __init__(self, *, path: str | None, text: str,
                uploads: uploads_lib.Uploader | None = None):
     """Args:
       path: the file, or None on non-chief workers.
-      text: the config.
+      text: the file's text.
       uploads: writes a remote path in the background.
     """
     self.path, self.text = path, text

@@ -21,6 +21,7 @@ import tarfile
 
 import pytest
 
+from core import source
 from distribution import tpu_slices
 from tests import fake_cloud_tpu
 from tests import helpers
@@ -284,6 +285,14 @@ def test_the_package_is_head_plus_the_bindings(tmp_path):
     assert 'train.py' in names and 'requirements-tpu.txt' in names
     assert t.extractfile('launch.gin').read() == (
         b"DATA_DIR = 'gs://test/data'\n")
+    # The copy has no .git: its runs read the commit from COMMIT.
+    assert t.extractfile('COMMIT').read().decode().strip() == (
+        source.describe()['commit'])
+    t.extractall(tmp_path / 'suite', filter='data')
+  assert '.git' not in names
+  assert source.describe(str(tmp_path / 'suite')) == {
+      'commit': source.describe()['commit'], 'changed': [],
+      'from': 'COMMIT file'}
 
 
 def test_node_state_through_google_cloud_tpu():
@@ -445,13 +454,28 @@ def test_execute_runs_reruns_collects_scores_and_deletes(
   os.environ['FAKE_LOGS'] = str(logs)
   the_job, code = execute(cloud, tmp_path, {
       '0': ['success'], '1': ['preempted', 'success'],
-      '2': ['vanished', 'success'], '3': ['success'], '4': ['success']})
+      '2': ['vanished', 'success'], '3': ['success'], '4': ['success']},
+      package=str(tmp_path / 'package'))
   out = capfd.readouterr()
   assert code == 0, out.out[-3000:] + out.err[-3000:]
   results = tmp_path / 'results' / 'tpu-v3-8' / 'resnet'
   for i in range(5):
     assert (results / f'result_{i}.txt').read_bytes() == (
         logs / f'result_{i}.txt').read_bytes()
+  # The package: the scored attempts' logs, the code of the commit the
+  # workers' copy recorded (COMMIT in the tarball), checked.
+  package = tmp_path / 'package'
+  for i in range(5):
+    assert (package / 'results' / 'tpu-v3-8' / 'resnet' /
+            f'result_{i}.txt').read_bytes() == (
+                logs / f'result_{i}.txt').read_bytes()
+  head = source.describe()['commit']
+  impl = package / 'benchmarks' / 'resnet' / 'implementations' / 'resnet-tf-cpu'
+  assert head in (impl / 'README.md').read_text()
+  assert (impl / 'train.py').read_bytes() == subprocess.run(
+      ['git', 'show', f'{head}:train.py'], capture_output=True, check=True,
+      cwd=helpers.ROOT).stdout
+  assert 'package checker, training 0.7.0: SUCCESS' in out.out
   # The preempted and the vanished runs started over in new folders.
   assert status(gcs, 'run_1')['exit_code'] == 75
   assert status(gcs, 'run_1_retry1')['exit_code'] == 0

@@ -26,6 +26,7 @@ from tools.launcher.job import delete
 from tools.launcher.job import install
 from tools.launcher.job import Job
 from tools.launcher.job import package
+from tools.launcher.job import package_command
 from tools.launcher.job import score
 from tools.launcher.job import start
 from tools.launcher import job_runner
@@ -255,6 +256,7 @@ def execute(job: Job, tarball: str, cloud, *, poll: Poll = Poll(),
               else None)
   try:
     bring_up(job, cloud, poll, tarball, deadline)
+    scored = []
     for i in range(job.runs):
       retry, status = latest_attempt(job, cloud, i, max_retries)
       attempt = status.get('attempt') if status else None
@@ -282,7 +284,15 @@ def execute(job: Job, tarball: str, cloud, *, poll: Poll = Poll(),
         retry, attempt = next_retry, None
       os.makedirs(job.result_dir(), exist_ok=True)
       cloud.call(collect(job, i, retry))
-    return cloud.call([sys.executable, *score(job)[1:]], check=False)
+      scored.append(job.run_dir(i, retry))
+    code = cloud.call([sys.executable, *score(job)[1:]], check=False)
+    if job.package and code == 0:
+      code = cloud.call([sys.executable,
+                         *package_command(job, scored)[1:]], check=False)
+    elif job.package:
+      print(f'no package: the score step ended with exit {code}.',
+            flush=True)
+    return code
   except LaunchError as e:
     print(f'error: {e}', file=sys.stderr, flush=True)
     return 1

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import tarfile
 
+from core import source as source_lib
 from core import startup
 from distribution import tpu_slices
 from tools.launcher import gke
@@ -44,6 +45,8 @@ class Job:
   install: bool = True
   mesh: bool = False
   suite_dir: str = 'suite'
+  package: str = ''  # tools.package --output: a folder or gs://...tar.gz.
+  system_desc: str = ''  # tools.package --system_desc.
 
   @property
   def accelerator(self) -> str:
@@ -201,6 +204,13 @@ def score(job: Job) -> list[str]:
   return ['python', '-m', 'tools.score', job.result_dir()]
 
 
+def package_command(job: Job, run_dirs: list[str]) -> list[str]:
+  """tools.package over the runs that were scored (docs/submitting.md)."""
+  return ['python', '-m', 'tools.package', 'training', *run_dirs,
+          f'--output={job.package}', f'--system={job.system}',
+          *([f'--system_desc={job.system_desc}'] if job.system_desc else [])]
+
+
 def plan(job: Job, tarball: str) -> list[tuple[str, list[str]]]:
   """The commands of a job whose runs all succeed: (what, argv) pairs."""
   steps = [('reuse the TPU if it is there', describe(job)),
@@ -214,6 +224,10 @@ def plan(job: Job, tarball: str) -> list[tuple[str, list[str]]]:
                   f'{job.job_dir(i)}/', start(job, i)))
     steps.append((f'collect run {i}', collect(job, i)))
   steps.append(('check and score', score(job)))
+  if job.package:
+    steps.append(('write the submission package, checked by MLCommons\' '
+                  'package checker', package_command(
+                      job, [job.run_dir(i) for i in range(job.runs)])))
   steps.append(('delete the TPU' + (' (skipped: --keep)' if job.keep else ''),
                 delete(job)))
   return steps
@@ -234,18 +248,24 @@ def cost_line(job: Job) -> str:
 
 
 def package(job: Job, tarball: str) -> None:
-  """This checkout's HEAD (git archive) plus launch.gin, as a .tar.gz."""
+  """This checkout's HEAD (git archive) plus launch.gin and COMMIT (HEAD's
+  hash: the copy has no .git, and its runs record which code they ran,
+  core/source.py), as a .tar.gz."""
   tree = subprocess.run(['git', 'archive', '--format=tar', 'HEAD'],
                         check=True, capture_output=True).stdout
+  head = subprocess.run(['git', 'rev-parse', 'HEAD'], check=True,
+                        capture_output=True, text=True).stdout
   with tarfile.open(fileobj=io.BytesIO(tree)) as source, \
       tarfile.open(tarball, 'w:gz') as out:
     for member in source.getmembers():
       out.addfile(member, source.extractfile(member) if member.isfile()
                   else None)
-    data = launch_gin(job).encode()
-    info = tarfile.TarInfo(LAUNCH_GIN)
-    info.size = len(data)
-    out.addfile(info, io.BytesIO(data))
+    for name, text in ((LAUNCH_GIN, launch_gin(job)),
+                       (source_lib.COMMIT_FILE, head)):
+      data = text.encode()
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      out.addfile(info, io.BytesIO(data))
 
 
 def launch_gin(job: Job) -> str:

@@ -1,0 +1,145 @@
+"""Runs into an MLPerf submission package, checked by MLCommons' checkers.
+
+  python -m tools.package training RUN_DIR... --output=PACKAGE \\
+      [--system_desc=system.json] [--system=NAME] [--ruleset=0.7.0]
+  python -m tools.package inference LOADGEN_DIR --output=PACKAGE \\
+      --gin_file=... [--system_desc=...] [--system=NAME]
+
+Training: RUN_DIRs are model_dirs (local or gs://) or local folders of the
+launcher's run_<i> folders, of one or more benchmarks. Each run's log must
+pass the ruleset's compliance checker and end in success, and record the
+commit it ran (source.json); each benchmark needs exactly the ruleset's
+number of runs. The package (docs/submitting.md):
+
+  results/<system>/<benchmark>/result_<i>.txt
+  systems/<system>.json
+  benchmarks/<benchmark>/implementations/<impl>/   (git archive + config.gin)
+
+is checked with mlperf_logging's package checker (and its system
+description checker) before it is moved into place, and each benchmark's
+score printed (mlperf_logging's result summarizer).
+
+Inference: the folder `inference.run --scenario=all --settings=v0.5 --package_run`
+wrote, into MLPerf Inference v0.5's layout (tools/submission/inference.py).
+
+Bad input (a run without a log, a log the checker refuses, too few runs,
+runs of two systems, a missing system field) is one line and exit 2; the
+package is then not written at all.
+"""
+
+import logging
+import json
+import os
+import tempfile
+
+from absl import app
+from absl import flags
+
+from core import entry_point
+
+FLAGS = flags.FLAGS
+KINDS = ('training', 'inference')
+
+
+def define_flags():
+  flags.DEFINE_string('output', None, 'The package: a new local folder, or '
+                      'a gs://.../NAME.tar.gz object.')
+  flags.DEFINE_string('system_desc', '', 'A JSON file of system fields '
+                      '(docs/submitting.md lists them); it overrides what '
+                      'the runs and this machine say.')
+  flags.DEFINE_string('system', '', 'The system\'s folder and file name '
+                      '(default: the runs\' platform, e.g. cpu or '
+                      'tpu-v3-32).')
+  flags.DEFINE_string('system_name', '', 'The system_name field (default: '
+                      'the system).')
+  flags.DEFINE_string('submitter', '', 'The submitter (default: the runs\' '
+                      'submission_org).')
+  flags.DEFINE_string('ruleset', '0.7.0', 'Training: the MLPerf ruleset the '
+                      'logs and the package are checked against.')
+  flags.DEFINE_string('implementation', '{benchmark}-tf-{platform}',
+                      'Training: the implementation folder\'s name.')
+  flags.DEFINE_bool('allow_changed_source', False, 'Training: package runs '
+                    'whose checkout had changed files (the README lists '
+                    'them); without it such runs are refused.')
+  flags.DEFINE_multi_string('gin_file', [], 'Inference: the model\'s gin '
+                            'files (as given to inference.run).')
+  flags.DEFINE_list('gin_search_paths', [], 'Inference: gin search paths.')
+  flags.DEFINE_multi_string('gin_param', [], 'Inference: gin bindings.')
+  flags.mark_flag_as_required('output')
+
+
+def package_training(run_paths: list[str]) -> int:
+  from tools import score as score_lib
+  from tools.submission import system as system_lib
+  from tools.submission import training
+  from tools.submission import writer
+  writer.check_destination(FLAGS.output)
+  given = (system_lib.read_file(FLAGS.system_desc) if FLAGS.system_desc
+           else {})
+  runs = [training.read(folder) for folder in training.expand(run_paths)]
+  platform = training.agreed(runs, 'submission_platform')
+  logged = {'submitter': training.agreed(runs, 'submission_org'),
+            'division': training.agreed(runs, 'submission_division'),
+            'status': system_lib.STATUS.get(
+                training.agreed(runs, 'submission_status'), '')}
+  system = FLAGS.system or platform
+  flagged = {'submitter': FLAGS.submitter,
+             'system_name': FLAGS.system_name or system}
+  for field in ('division',):
+    if given.get(field) and given[field] != logged[field]:
+      raise ValueError(f'--system_desc={FLAGS.system_desc} says {field} '
+                       f'{given[field]!r}; the runs logged '
+                       f'{logged[field]!r}.')
+  desc = system_lib.build(system_lib.from_platform(platform), logged, given,
+                          flagged)
+  with tempfile.TemporaryDirectory() as scratch:
+    benchmarks = training.group(
+        runs, ruleset=FLAGS.ruleset, scratch=scratch,
+        allow_changed=FLAGS.allow_changed_source,
+        implementation=FLAGS.implementation)
+    trees = {c: training.archive(c) for c in {b.commit for b in benchmarks}}
+  files = {f'systems/{system}.json': json.dumps(desc, indent=2) + '\n'}
+  for bench in benchmarks:
+    for i, run in enumerate(bench.runs):
+      files[f'results/{system}/{bench.name}/result_{i}.txt'] = run.log
+    impl = (f'benchmarks/{bench.name}/implementations/'
+            f'{bench.implementation}')
+    for rel, content in training.implementation_files(
+        bench, trees[bench.commit]).items():
+      files[f'{impl}/{rel}'] = content
+  with writer.staged(FLAGS.output) as stage:
+    writer.write_files(stage, files)
+    verdict = training.check_package(stage, FLAGS.ruleset)
+    if verdict:
+      raise ValueError(verdict)
+    scores = [score_lib.score_folder(
+        os.path.join(stage, 'results', system, b.name),
+        ruleset=FLAGS.ruleset, plot=False) for b in benchmarks]
+  print(f'package: {FLAGS.output} ({len(runs)} runs, '
+        f'{", ".join(b.name for b in benchmarks)}; system {system}, '
+        f'{desc["division"]} division)')
+  print(f'mlperf_logging package checker, training {FLAGS.ruleset}: '
+        'SUCCESS')
+  for s in scores:
+    score = f'{s.score:.4f} min' if s.score is not None else 'none'
+    print(f'score {s.benchmark}: {score} (olympic mean of {len(s.runs)} '
+          'runs, mlperf_logging\'s result summarizer)')
+  return 0
+
+
+def main(argv):
+  if len(argv) < 2 or argv[1] not in KINDS:
+    raise app.UsageError(f'Say what to package first: one of '
+                         f'{", ".join(KINDS)}.')
+  if len(argv) < 3:
+    raise app.UsageError(f'Give the {argv[1]} run folders to package.')
+  logging.getLogger().setLevel(logging.ERROR)
+  if argv[1] == 'training':
+    return package_training(argv[2:])
+  from tools.submission import inference
+  return inference.main(argv[2:], FLAGS)
+
+
+if __name__ == '__main__':
+  entry_point.parse_flags_early(define_flags)
+  app.run(entry_point.tool_main(main))
