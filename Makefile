@@ -200,6 +200,37 @@ SSD_MOBILENET_LOADGEN ?= --min_duration_ms=1000 --min_query_count=100
 ssd_mobilenet_quickstart: $(VENV)/.inference $(VENV)/.ssd ssd_data
 	$(call v05_quickstart_finetuned,ssd_mobilenet,data/ssd_quickstart,$(SSD_MOBILENET_LOADGEN))
 
+# MLPerf submission packages from quickstart runs (docs/submitting.md):
+# five ResNet runs (seeds 0-4) packaged as an open-division CPU system and
+# checked by MLCommons' package checker; the MobileNet quickstart's INT8
+# model through every v0.5 scenario's submission runs, packaged and checked
+# against v0.5's rules. inference.run exits 1 when a run is INVALID or an
+# audit fails: the packager then says which (exit 2 stops here).
+SUBMISSION_LOADGEN ?= --min_duration_ms=1000 --min_query_count=1024 --target_qps=100
+
+submission_demo: $(VENV)/.inference data
+	D=runs/submission_$$(date +%Y%m%d_%H%M%S) && \
+	for S in 0 1 2 3 4; do \
+	  $(PY) train.py --gin_file=gin/resnet_quickstart.gin --gin.SEED=$$S \
+	    --model_dir=$$D/resnet/run_$$S || exit 1; \
+	done && \
+	$(PY) -m tools.package training $$D/resnet --output=$$D/training_package && \
+	$(PY) -m mlperf_logging.package_checker $$D/training_package training 0.7.0 \
+	  --log_output=$$D/package_checker.log && \
+	G=gin/mobilenet_quickstart.gin && M=$$D/mobilenet && \
+	$(PY) train.py --gin_file=$$G --model_dir=$$M && \
+	$(PY) -m tools.export_savedmodel --gin_file=$$G --checkpoint_dir=$$M \
+	  --export_dir=$$M/saved && \
+	$(PY) -m tools.quantize_tflite --gin_file=$$G --saved_model=$$M/saved \
+	  --calibration_dataset=data/quickstart/calibration \
+	  --dataset=data/quickstart --output=$$M/int8.tflite && \
+	{ $(PY) -m inference.run --gin_file=$$G --tflite=$$M/int8.tflite \
+	  --dataset=data/quickstart --output_dir=$$M/submission_runs \
+	  --scenario=submission --settings=v0.5 $(SUBMISSION_LOADGEN); \
+	  test $$? -le 1; } && \
+	$(PY) -m tools.package inference $$M/submission_runs \
+	  --output=$$D/inference_package
+
 quickstart: $(VENV)/.core data
 	$(PY) train.py --gin_file=gin/resnet_quickstart.gin --model_dir=runs/quickstart_$$(date +%Y%m%d_%H%M%S)
 
@@ -215,4 +246,4 @@ test: venv
 test-fast: venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" tests
 
-.PHONY: venv garden_venv torch_venv mlcommons_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart minigo_quickstart test test-fast
+.PHONY: venv garden_venv torch_venv mlcommons_venv tpu_venv tpu_check data mobilenet_quickstart ssd_mobilenet_quickstart bert_data transformer_data gnmt_data ssd_data maskrcnn_data dlrm_data quickstart bert_quickstart transformer_quickstart gnmt_quickstart ssd_quickstart maskrcnn_quickstart dlrm_quickstart minigo_quickstart submission_demo test test-fast

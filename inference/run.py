@@ -56,9 +56,13 @@ def define_flags():
                       'instead, through ONNX Runtime (CPU).')
   flags.DEFINE_bool('noop_backend', False, 'Answer zeros (harness overhead).')
   flags.DEFINE_string('dataset', None, 'Folder of the eval TFRecords.')
-  flags.DEFINE_enum('scenario', 'Offline', [*settings_lib.SCENARIOS, 'all'],
+  flags.DEFINE_enum('scenario', 'Offline',
+                    [*settings_lib.SCENARIOS, 'all', 'submission'],
                     'LoadGen scenario; all: every scenario and accuracy, '
-                    'FP32 and (with --tflite) INT8, as a table.')
+                    'FP32 and (with --tflite) INT8, as a table; submission: '
+                    'every run a v0.5 submission holds (with '
+                    '--settings=v0.5; inference/submission.py), for '
+                    'tools.package inference.')
   flags.DEFINE_enum('mode', 'performance', list(settings_lib.MODES), 'Mode.')
   flags.DEFINE_string('user_conf', '', 'user.conf (model.scenario.key = v).')
   flags.DEFINE_string('output_dir', None, 'Where LoadGen writes its logs.')
@@ -92,6 +96,7 @@ from inference import audit as audit_lib
 from inference import backend as backends
 from inference import multistream
 from inference import sample_library
+from inference import submission
 from inference import sut as sut_lib
 from inference import table as table_lib
 from models.common import inference_v05
@@ -204,7 +209,7 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
                   count: int = 0, max_batch: int = 32,
                   batch_timeout_ms: float = 2.0, workers: int = 1,
                   audit_config: str = '', defaults: dict | None = None,
-                  performance_samples: int = 0,
+                  performance_samples: int = 0, repeat_to: int = 0,
                   **setting_values) -> Report:
   """One LoadGen run; returns its report.
 
@@ -224,6 +229,8 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     defaults: {scenario: TestSettings attributes} (default: the task's
       `inference_settings`; models/common/inference_v05.py's for v0.5).
     performance_samples: the QSL's performance samples (0: the task's).
+    repeat_to: the eval set repeated whole to at least this many samples
+      (sample_library.EvalSampleLibrary; 0: as it is).
     **setting_values: TestSettings attributes (min_duration_ms, ...).
   """
   defaults = task.inference_settings if defaults is None else defaults
@@ -232,7 +239,8 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
   settings = settings_lib.make_settings(
       model=model_name, scenario=scenario, mode=mode, user_conf=user_conf,
       defaults=defaults.get(scenario), **setting_values)
-  library = sample_library.EvalSampleLibrary(task=task, count=count)
+  library = sample_library.EvalSampleLibrary(task=task, count=count,
+                                             repeat_to=repeat_to)
   library.load([0])
   backend.check_inputs(library.get([0]))
   output_key, dtype = task.inference_output
@@ -453,6 +461,27 @@ def main(argv):
         verdict = audit_lib.verify_test04(audit=audited, reference=reference)
     print(verdict)
     return 0 if verdict.passed else 1
+  if f.scenario == 'submission':
+    if f.settings != 'v0.5':
+      raise ValueError('--scenario=submission writes an MLPerf Inference '
+                       'v0.5 submission\'s runs: give --settings=v0.5.')
+    # v0.5's QSL size even where the eval set is smaller (its GNMT did so).
+    common['repeat_to'] = v05['performance_samples']
+    served = ({'format': 'tflite', 'path': f.tflite} if f.tflite else
+              {'format': 'onnx', 'path': f.onnx} if f.onnx else
+              {'format': 'savedmodel', 'path': f.saved_model})
+    record = submission.run_all(
+        run, task, output_dir=f.output_dir, model=task.inference_model,
+        settings_used={k: v for k, v in values.items() if v is not None},
+        served=served, server_qps=f.target_qps or 0.0, count=f.count)
+    failed = [f'{s} {t}' for s, d in record['scenarios'].items()
+              for t, v in d['audits'].items() if not v['passed']]
+    invalid = [s for s, d in record['scenarios'].items() if not d['valid']]
+    print(f'submission runs in {f.output_dir}: INVALID {invalid or "none"}; '
+          f'audits failed: {failed or "none"}. Package them with python -m '
+          f'tools.package inference {f.output_dir} --output=PACKAGE '
+          '--gin_file=...')
+    return 0 if not (failed or invalid) else 1
   if f.scenario == 'all':
     by_precision = {}
     if f.saved_model:

@@ -2,8 +2,8 @@
 
   python -m tools.package training RUN_DIR... --output=PACKAGE \\
       [--system_desc=system.json] [--system=NAME] [--ruleset=0.7.0]
-  python -m tools.package inference LOADGEN_DIR --output=PACKAGE \\
-      --gin_file=... [--system_desc=...] [--system=NAME]
+  python -m tools.package inference SUBMISSION_RUNS --output=PACKAGE \\
+      [--system_desc=system.json] [--system=NAME] [--submitter=NAME]
 
 Training: RUN_DIRs are model_dirs (local or gs://) or local folders of the
 launcher's run_<i> folders, of one or more benchmarks. Each run's log must
@@ -19,8 +19,12 @@ is checked with mlperf_logging's package checker (and its system
 description checker) before it is moved into place, and each benchmark's
 score printed (mlperf_logging's result summarizer).
 
-Inference: the folder `inference.run --scenario=all --settings=v0.5 --package_run`
-wrote, into MLPerf Inference v0.5's layout (tools/submission/inference.py).
+Inference: the folder `inference.run --scenario=submission --settings=v0.5`
+wrote (every scenario's accuracy, performance and audit runs), into MLPerf
+Inference v0.5's layout, checked against v0.5's rules
+(tools/submission/inference.py, inference_v05_rules.py). Its division and
+submitter come from --system_desc or --submitter (default: open,
+reference).
 
 Bad input (a run without a log, a log the checker refuses, too few runs,
 runs of two systems, a missing system field) is one line and exit 2; the
@@ -57,19 +61,17 @@ def define_flags():
   flags.DEFINE_string('ruleset', '0.7.0', 'Training: the MLPerf ruleset the '
                       'logs and the package are checked against.')
   flags.DEFINE_string('implementation', '{benchmark}-tf-{platform}',
-                      'Training: the implementation folder\'s name.')
-  flags.DEFINE_bool('allow_changed_source', False, 'Training: package runs '
-                    'whose checkout had changed files (the README lists '
-                    'them); without it such runs are refused.')
-  flags.DEFINE_multi_string('gin_file', [], 'Inference: the model\'s gin '
-                            'files (as given to inference.run).')
-  flags.DEFINE_list('gin_search_paths', [], 'Inference: gin search paths.')
-  flags.DEFINE_multi_string('gin_param', [], 'Inference: gin bindings.')
+                      'The implementation folder\'s name ({platform}: the '
+                      'runs\' platform, inference: the system).')
+  flags.DEFINE_bool('allow_changed_source', False, 'Package runs whose '
+                    'checkout had changed files (the README lists them); '
+                    'without it such runs are refused.')
   flags.mark_flag_as_required('output')
 
 
 def package_training(run_paths: list[str]) -> int:
   from tools import score as score_lib
+  from tools.submission import code
   from tools.submission import system as system_lib
   from tools.submission import training
   from tools.submission import writer
@@ -97,7 +99,7 @@ def package_training(run_paths: list[str]) -> int:
         runs, ruleset=FLAGS.ruleset, scratch=scratch,
         allow_changed=FLAGS.allow_changed_source,
         implementation=FLAGS.implementation)
-    trees = {c: training.archive(c) for c in {b.commit for b in benchmarks}}
+    trees = {c: code.archive(c) for c in {b.commit for b in benchmarks}}
   files = {f'systems/{system}.json': json.dumps(desc, indent=2) + '\n'}
   for bench in benchmarks:
     for i, run in enumerate(bench.runs):

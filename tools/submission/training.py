@@ -9,22 +9,21 @@
 The layout and the run counts are mlperf_logging.package_checker's (the
 counts: mlperf_logging.benchmark_meta). Nothing here writes the package:
 `plan()` reads and checks everything and returns what to write;
-tools/submission/writer.py writes it whole or not at all.
+tools/submission/writer.py writes it whole or not at all;
+tools/submission/code.py gives the code.
 """
 
 import contextlib
 import dataclasses
-import io
 import json
 import logging
 import os
 import re
-import subprocess
-import tarfile
 from typing import Iterator
 
 from core import source as source_lib
 from tools.launcher import object_store
+from tools.submission import code
 
 RUN_FOLDER = re.compile(r'^run_(\d+)(?:_retry(\d+))?$')
 MLLOG_PREFIX = ':::MLLOG '
@@ -190,10 +189,14 @@ def group(runs: list[Run], *, ruleset: str, scratch: str,
   for name, those in by_name.items():
     need = required_runs(name, ruleset)
     if len(those) != need:
+      mix = (' The runs given mix benchmarks: ' + ', '.join(
+          f'{b} {len(r)}' + (f' ({", ".join(x.folder for x in r)})'
+                             if len(r) <= 2 else '')
+          for b, r in by_name.items()) + '.' if len(by_name) > 1 else '')
       raise ValueError(
-          f'{name}: {len(those)} run(s) given ({", ".join(r.folder for r in those)}); '
-          f'MLPerf training {ruleset} takes exactly {need} a benchmark '
-          '(mlperf_logging.benchmark_meta).')
+          f'{name}: {len(those)} run(s) given; MLPerf training {ruleset} '
+          f'takes exactly {need} a benchmark (mlperf_logging.benchmark_meta)'
+          f'.{mix}')
     for run in those:
       complaint = check_log(run, ruleset, scratch)
       if complaint:
@@ -256,28 +259,10 @@ def agreed(runs: list[Run], key: str) -> str:
   return values.pop()
 
 
-def archive(commit: str, root: str = source_lib.ROOT) -> bytes:
-  """`git archive` of the commit, as a tar.
-
-  Raises:
-    ValueError: the commit is not in this checkout.
-  """
-  done = subprocess.run(['git', '-C', root, 'archive', '--format=tar',
-                         commit], capture_output=True, check=False)
-  if done.returncode != 0:
-    raise ValueError(
-        f'commit {commit[:12]} (which the runs used) is not in the checkout '
-        f'at {root}: fetch it (git fetch origin {commit}) and package again.')
-  return done.stdout
-
-
 def implementation_files(bench: Benchmark, tree: bytes) -> dict:
   """Relative path -> bytes of the implementation folder."""
-  files = {}
-  with tarfile.open(fileobj=io.BytesIO(tree)) as t:
-    for member in t.getmembers():
-      if member.isfile():
-        files[member.name] = t.extractfile(member).read()
+  files = code.files(tree, '.')
+  files = {k[2:]: v for k, v in files.items()}
   run = bench.runs[0]
   if run.config:
     files['config.gin'] = run.config.encode()
