@@ -545,7 +545,7 @@ def run_command(argv, sugar_bindings):
   # The TPU first: the literal `python train.py --gin_file=bert_pod.gin` on
   # a machine without one says so (exit 4) before asking for DATA_DIR.
   gin.get_configurable(strategies.StrategyConfig)().check_tpu_present()
-  gin.finalize()  # Now every %gin.REQUIRED macro must be set.
+  gin_config.finalize_config()  # Now every %gin.REQUIRED macro must be set.
   restart_for_storage_options()
   model_dir = flag_values.model_dir
   result = gin.get_configurable(this_module.train)()

@@ -147,7 +147,9 @@ def parse(gin_files: list[str], bindings: list[str],
   read_by_files = macros_read()
   with _unknown_names_explained():
     gin.parse_config_files_and_bindings([], list(bindings),
-                                        finalize_config=finalize)
+                                        finalize_config=False)
+  if finalize:
+    finalize_config()
   check_binding_types()
   if unread_macros == 'known':
     read_by_files = read_by_files | macros_of_the_gin_files()
@@ -361,6 +363,27 @@ def readable(config_text: str) -> str:
   names = '|'.join(sorted(map(re.escape, aliases), key=len, reverse=True))
   return re.sub(rf'(?<![\w.])({names})\.',
                 lambda m: aliases[m[1]] + '.', text)
+
+
+_REQUIRED = re.compile(r'^(\w+)/macro\.value set to `%gin\.REQUIRED`')
+
+
+def finalize_config() -> None:
+  """gin.finalize(); a %gin.REQUIRED macro nothing binds is one line
+  naming it and how to give it (gin's own says "DATA_DIR/macro.value set
+  to `%gin.REQUIRED` but not subsequently overridden")."""
+  try:
+    gin.finalize()
+  except ValueError as e:
+    required = _REQUIRED.match(str(e))
+    if not required:
+      raise
+    name = required[1]
+    raise ValueError(
+        f'{name} is %gin.REQUIRED by the gin files and nothing binds it: '
+        f'give it, e.g. --gin_param="{name}=\'...\'" (the experiment '
+        'file\'s header lists what it needs; docs/configuration.md).'
+        ) from None
 
 
 def configured_task():

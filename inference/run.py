@@ -387,6 +387,9 @@ def main(argv):
   del argv
   f = flags.FLAGS
   backends.set_intra_op_threads(f.intra_op_threads)
+  if f.scenario == 'submission' and f.settings != 'v0.5':
+    raise ValueError('--scenario=submission writes an MLPerf Inference v0.5 '
+                     'submission\'s runs: give --settings=v0.5.')
   # Bad input raises ValueError or FileNotFoundError: one line, exit 2
   # (entry_point.tool_main).
   task = load_task(gin_config.resolve_gin_files(f.gin_file,
@@ -462,9 +465,6 @@ def main(argv):
     print(verdict)
     return 0 if verdict.passed else 1
   if f.scenario == 'submission':
-    if f.settings != 'v0.5':
-      raise ValueError('--scenario=submission writes an MLPerf Inference '
-                       'v0.5 submission\'s runs: give --settings=v0.5.')
     # v0.5's QSL size even where the eval set is smaller (its GNMT did so).
     common['repeat_to'] = v05['performance_samples']
     served = ({'format': 'tflite', 'path': f.tflite} if f.tflite else
@@ -480,7 +480,7 @@ def main(argv):
     print(f'submission runs in {f.output_dir}: INVALID {invalid or "none"}; '
           f'audits failed: {failed or "none"}. Package them with python -m '
           f'tools.package inference {f.output_dir} --output=PACKAGE '
-          '--gin_file=...')
+          '(docs/submitting.md).')
     return 0 if not (failed or invalid) else 1
   if f.scenario == 'all':
     by_precision = {}

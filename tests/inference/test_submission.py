@@ -3,12 +3,13 @@
 performance and audit runs) and `tools.package inference` (v0.5's tree,
 checked against v0.5's rules), with the rules' refusals.
 
-Over 30 s (about 60 s on 2 cores): the suite's one whole submission, four
+Over 30 s (about 90 s on 2 cores): the suite's one whole submission, four
 scenarios of real LoadGen runs (Server five times, three audits each) of a
 MobileNet trained to its target, exported and quantized to INT8."""
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 
@@ -24,33 +25,42 @@ pytestmark = pytest.mark.slow
 GIN = 'gin/mobilenet_quickstart.gin'
 SCENARIOS = ('Offline', 'SingleStream', 'MultiStream', 'Server')
 # Short runs; MultiStream's search capped at 64 samples a query (--count:
-# 64 digits, repeated to v0.5's 1,024).
+# 64 digits, repeated to v0.5's 1,024); Server's bound 100 ms, not v0.5's
+# 10 ms, at 1,000 QPS (a few percent of the INT8 model's rate): its VALID
+# holds on a busy machine. Audits that a busy machine fails (TEST05's 5%)
+# are notes in the open division, so no assertion rests on them.
 LOADGEN = ('--min_duration_ms=500', '--min_query_count=1024',
-           '--target_qps=400', '--count=64')
+           '--target_qps=1000', '--target_latency_ms=100', '--count=64')
 
 
 @pytest.fixture(scope='module')
 def submission_runs(quickstart_data, tmp_path_factory):
   """The output folder of inference.run --scenario=submission and its
-  completed process."""
-  folder = tmp_path_factory.mktemp('submission')
-  model_dir = str(folder / 'run')
-  result = helpers.run_gin([GIN], [f'DATA_DIR = {quickstart_data!r}',
-                                   f'train.train.model_dir = {model_dir!r}'])
-  assert result.status == 'success'
-  saved = helpers.export(GIN, quickstart_data, model_dir, str(folder / 'saved'))
-  int8 = str(folder / 'int8.tflite')
-  task = helpers.inference_task(
-      GIN, os.path.join(quickstart_data, 'calibration'))
-  quantize_tflite.convert(saved, quantize_tflite.first_samples(task, 64),
-                          'int8', int8)
-  out = folder / 'runs'
-  done = helpers.run_inference(
-      f'--gin_file={GIN}', f'--tflite={int8}', f'--dataset={quickstart_data}',
-      f'--output_dir={out}', '--scenario=submission', '--settings=v0.5',
-      *LOADGEN)
-  assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-  return out, done
+  stdout, built once for both xdist workers."""
+  from tests import conftest
+
+  def build(folder):
+    model_dir = str(folder / 'run')
+    result = helpers.run_gin([GIN], [f'DATA_DIR = {quickstart_data!r}',
+                                     f'train.train.model_dir = {model_dir!r}'])
+    assert result.status == 'success'
+    saved = helpers.export(GIN, quickstart_data, model_dir,
+                           str(folder / 'saved'))
+    int8 = str(folder / 'int8.tflite')
+    task = helpers.inference_task(
+        GIN, os.path.join(quickstart_data, 'calibration'))
+    quantize_tflite.convert(saved, quantize_tflite.first_samples(task, 64),
+                            'int8', int8)
+    done = helpers.run_inference(
+        f'--gin_file={GIN}', f'--tflite={int8}',
+        f'--dataset={quickstart_data}', f'--output_dir={folder / "runs"}',
+        '--scenario=submission', '--settings=v0.5', *LOADGEN)
+    assert done.returncode in (0, 1), (done.stdout[-3000:] +
+                                       done.stderr[-3000:])
+    return done.stdout
+  folder, stdout = conftest.built_once(tmp_path_factory,
+                                       'mobilenet_submission', build)
+  return pathlib.Path(folder) / 'runs', stdout
 
 
 def package(*args):
@@ -62,7 +72,7 @@ def package(*args):
 
 
 def test_every_scenario_has_its_runs_and_audits(submission_runs):
-  out, done = submission_runs
+  out, stdout = submission_runs
   record = json.loads((out / 'submission.json').read_text())
   assert record['model'] == 'mobilenet'
   assert record['served']['format'] == 'tflite'
@@ -93,15 +103,13 @@ def test_every_scenario_has_its_runs_and_audits(submission_runs):
   # The accuracy of the repeated set is the set's: the same in every
   # scenario.
   assert len({r['quality'] for r in record['scenarios'].values()}) == 1
-  assert 'submission runs in' in done.stdout
+  assert 'submission runs in' in stdout
 
 
 def test_the_package_meets_v05s_rules(submission_runs, tmp_path):
   out, _ = submission_runs
   record = json.loads((out / 'submission.json').read_text())
-  if not all(r['valid'] for r in record['scenarios'].values()):
-    pytest.fail('A performance run was INVALID on this machine: '
-                f'{record["scenarios"]}')
+  assert all(r['valid'] for r in record['scenarios'].values()), record
   dest = tmp_path / 'package'
   done = package(out, f'--output={dest}', '--submitter=Tester',
                  '--system=cpu-int8', '--allow_changed_source')

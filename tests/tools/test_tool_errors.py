@@ -131,7 +131,33 @@ CASES = {
         'tools.minigo_ladder', lambda t: [f'--run={MISSING}'],
         'error: --run=/nonexistent/input: no generations/*/model.npz there; '
         'pass a MiniGo run folder.'),
+    'launch without a required macro': (
+        'tools.launch', lambda t: LAUNCH,
+        'error: DATA_DIR is %gin.REQUIRED by the gin files and nothing binds '
+        'it: give it, e.g. --gin_param="DATA_DIR=\'...\'"'),
+    'launch with a package that is no .tar.gz on GCS': (
+        'tools.launch', lambda t: LAUNCH + [
+            "--gin_param=DATA_DIR='gs://b/d'",
+            "--gin_param=INIT_CHECKPOINT='gs://b/c'", '--package=gs://b/pkg'],
+        'error: --output=gs://b/pkg: a remote package is one .tar.gz object'),
+    'package without saying what': (
+        'tools.package', lambda t: [f'{t}', f'--output={t}/out'],
+        'error: Say what to package first: one of training, inference.'),
+    'package of a folder without runs': (
+        'tools.package', lambda t: ['training', MISSING, f'--output={t}/out'],
+        'error: /nonexistent/input has no mlperf.log and no run_<i> folders'),
+    'package of inference runs without their record': (
+        'tools.package', lambda t: ['inference', f'{t}', f'--output={t}/out'],
+        'has no submission.json: package the folder that'),
+    'submission runs without v0.5 settings': (
+        'inference.run', lambda t: [
+            '--gin_file=mobilenet_quickstart.gin', '--noop_backend',
+            f'--dataset={MISSING}',
+            f'--output_dir={t}/out', '--scenario=submission'],
+        'give --settings=v0.5'),
 }
+LAUNCH = ['--tpu=t', '--model_dir=gs://b/r', '--gin_file=bert_v3_32.gin',
+          '--accelerator=v3-32', '--zone=europe-west4-a', '--project=p']
 
 
 # Slow: a process each, most of them importing TensorFlow (about 4 s).

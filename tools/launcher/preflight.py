@@ -105,9 +105,13 @@ def experiment_inputs(gin_files, gin_params) -> Experiment:
   """The Experiment its gin files describe."""
   import gin
   from core import config as gin_config
+  from core import startup
+  startup.import_tensorflow()  # The task imports it: quiet, without Keras.
   gin.clear_config()
   try:
-    gin_config.parse(list(gin_files), list(gin_params))
+    # Finalized: an unset %gin.REQUIRED macro (DATA_DIR, ...) is one line
+    # now, as train.py says it, not a crash inside the task.
+    gin_config.parse(list(gin_files), list(gin_params), finalize=True)
     task = gin_config.configured_task()
     try:
       init = gin.query_parameter('%INIT_CHECKPOINT') or ''
