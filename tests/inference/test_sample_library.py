@@ -47,3 +47,24 @@ def test_chunks_loaded_in_order_and_out_of_order_match_the_pipeline(
     assert library.loaded() == list(chunk)
     np.testing.assert_array_equal(library.get(list(chunk))['images'],
                                   images[list(chunk)])
+
+
+def test_a_set_repeated_whole_to_a_qsl_size(quickstart_data):
+  # MLPerf Inference v0.5's QSL sizes (1,024 for MobileNet) over the 360
+  # digits: the set three times, so a quality over it is the set's.
+  task = helpers.inference_task('gin/resnet_quickstart.gin', quickstart_data)
+  library = sample_library.EvalSampleLibrary(task=task, repeat_to=1024)
+  assert (library.real_total, library.total) == (360, 1080)
+  labels = library.references()['label']
+  np.testing.assert_array_equal(labels, np.tile(labels[:360], 3))
+  library.load([5, 365, 725, 1079])
+  images = eval_images(task)
+  np.testing.assert_array_equal(
+      library.get([5, 365, 725, 1079])['images'], images[[5, 5, 5, 359]])
+  # A repeated sample's arrays are held once.
+  assert library.held_bytes() == 2 * (32 * 32 * 3 * 4 + 4)
+  library.unload([5, 365])
+  assert library.loaded() == [725, 1079]
+  small = sample_library.EvalSampleLibrary(task=task, count=100,
+                                           repeat_to=250)
+  assert (small.real_total, small.total) == (100, 300)
