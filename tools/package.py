@@ -17,7 +17,8 @@ number of runs. The package (docs/submitting.md):
 
 is checked with mlperf_logging's package checker (and its system
 description checker) before it is moved into place, and each benchmark's
-score printed (mlperf_logging's result summarizer).
+score printed (mlperf_logging's result summarizer):
+tools/submission/training.py.
 
 Inference: the folder `inference.run --scenario=submission --settings=v0.5`
 wrote (every scenario's accuracy, performance and audit runs), into MLPerf
@@ -32,9 +33,6 @@ package is then not written at all.
 """
 
 import logging
-import json
-import os
-import tempfile
 
 from absl import app
 from absl import flags
@@ -69,66 +67,6 @@ def define_flags():
   flags.mark_flag_as_required('output')
 
 
-def package_training(run_paths: list[str]) -> int:
-  from tools import score as score_lib
-  from tools.submission import code
-  from tools.submission import system as system_lib
-  from tools.submission import training
-  from tools.submission import writer
-  writer.check_destination(FLAGS.output)
-  given = (system_lib.read_file(FLAGS.system_desc) if FLAGS.system_desc
-           else {})
-  runs = [training.read(folder) for folder in training.expand(run_paths)]
-  platform = training.agreed(runs, 'submission_platform')
-  logged = {'submitter': training.agreed(runs, 'submission_org'),
-            'division': training.agreed(runs, 'submission_division'),
-            'status': system_lib.STATUS.get(
-                training.agreed(runs, 'submission_status'), '')}
-  system = FLAGS.system or platform
-  flagged = {'submitter': FLAGS.submitter,
-             'system_name': FLAGS.system_name or system}
-  for field in ('division',):
-    if given.get(field) and given[field] != logged[field]:
-      raise ValueError(f'--system_desc={FLAGS.system_desc} says {field} '
-                       f'{given[field]!r}; the runs logged '
-                       f'{logged[field]!r}.')
-  desc = system_lib.build(system_lib.from_platform(platform), logged, given,
-                          flagged)
-  with tempfile.TemporaryDirectory() as scratch:
-    benchmarks = training.group(
-        runs, ruleset=FLAGS.ruleset, scratch=scratch,
-        allow_changed=FLAGS.allow_changed_source,
-        implementation=FLAGS.implementation)
-    trees = {c: code.archive(c) for c in {b.commit for b in benchmarks}}
-  files = {f'systems/{system}.json': json.dumps(desc, indent=2) + '\n'}
-  for bench in benchmarks:
-    for i, run in enumerate(bench.runs):
-      files[f'results/{system}/{bench.name}/result_{i}.txt'] = run.log
-    impl = (f'benchmarks/{bench.name}/implementations/'
-            f'{bench.implementation}')
-    for rel, content in training.implementation_files(
-        bench, trees[bench.commit]).items():
-      files[f'{impl}/{rel}'] = content
-  with writer.staged(FLAGS.output) as stage:
-    writer.write_files(stage, files)
-    verdict = training.check_package(stage, FLAGS.ruleset)
-    if verdict:
-      raise ValueError(verdict)
-    scores = [score_lib.score_folder(
-        os.path.join(stage, 'results', system, b.name),
-        ruleset=FLAGS.ruleset, plot=False) for b in benchmarks]
-  print(f'package: {FLAGS.output} ({len(runs)} runs, '
-        f'{", ".join(b.name for b in benchmarks)}; system {system}, '
-        f'{desc["division"]} division)')
-  print(f'mlperf_logging package checker, training {FLAGS.ruleset}: '
-        'SUCCESS')
-  for s in scores:
-    score = f'{s.score:.4f} min' if s.score is not None else 'none'
-    print(f'score {s.benchmark}: {score} (olympic mean of {len(s.runs)} '
-          'runs, mlperf_logging\'s result summarizer)')
-  return 0
-
-
 def main(argv):
   if len(argv) < 2 or argv[1] not in KINDS:
     raise app.UsageError(f'Say what to package first: one of '
@@ -137,7 +75,8 @@ def main(argv):
     raise app.UsageError(f'Give the {argv[1]} run folders to package.')
   logging.getLogger().setLevel(logging.ERROR)
   if argv[1] == 'training':
-    return package_training(argv[2:])
+    from tools.submission import training
+    return training.main(argv[2:], FLAGS)
   from tools.submission import inference
   return inference.main(argv[2:], FLAGS)
 

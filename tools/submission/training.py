@@ -8,7 +8,8 @@
 
 The layout and the run counts are mlperf_logging.package_checker's (the
 counts: mlperf_logging.benchmark_meta). Nothing here writes the package:
-`plan()` reads and checks everything and returns what to write;
+`read()` and `group()` read and check the runs, `implementation_files()`
+gives the code's share;
 tools/submission/writer.py writes it whole or not at all;
 tools/submission/code.py gives the code.
 """
@@ -19,11 +20,14 @@ import json
 import logging
 import os
 import re
+import tempfile
 from typing import Iterator
 
 from core import source as source_lib
 from tools.launcher import object_store
 from tools.submission import code
+from tools.submission import system as system_lib
+from tools.submission import writer
 
 RUN_FOLDER = re.compile(r'^run_(\d+)(?:_retry(\d+))?$')
 MLLOG_PREFIX = ':::MLLOG '
@@ -89,8 +93,12 @@ def read(folder: str) -> Run:
   if not keys:
     raise ValueError(f'{folder}/mlperf.log holds no MLPerf log lines.')
   source = object_store.read_text(_join(folder, source_lib.SOURCE_FILE))
-  return Run(folder=folder, log=log, keys=keys,
-             source=json.loads(source) if source else None,
+  try:
+    source = json.loads(source) if source else None
+  except json.JSONDecodeError:
+    raise ValueError(f'{folder}/{source_lib.SOURCE_FILE} is not JSON: '
+                     'a damaged record of the run\'s code.') from None
+  return Run(folder=folder, log=log, keys=keys, source=source,
              config=object_store.read_text(_join(folder, 'config.gin')))
 
 
@@ -161,6 +169,15 @@ class Benchmark:
   runs: list
   commit: str
   implementation: str
+
+
+def check_ruleset(ruleset: str) -> None:
+  from mlperf_logging.compliance_checker import mlp_compliance
+  known = sorted(mlp_compliance.rule_choices(),
+                 key=lambda r: tuple(map(int, r.split('.'))))
+  if ruleset not in known:
+    raise ValueError(f'--ruleset={ruleset}: mlperf_logging knows '
+                     f'{", ".join(known)}.')
 
 
 def required_runs(benchmark: str, ruleset: str) -> int:
@@ -281,3 +298,60 @@ def implementation_files(bench: Benchmark, tree: bytes) -> dict:
       f'({", ".join(str(r.keys.get("seed")) for r in bench.runs)}).\n'
       f'{note}').encode()
   return files
+
+
+def main(run_paths: list[str], flags_) -> int:
+  """tools.package training RUN...: see tools/package.py."""
+  from tools import score as score_lib
+  writer.check_destination(flags_.output)
+  check_ruleset(flags_.ruleset)
+  given = (system_lib.read_file(flags_.system_desc) if flags_.system_desc
+           else {})
+  runs = [read(folder) for folder in expand(run_paths)]
+  platform = agreed(runs, 'submission_platform')
+  logged = {'submitter': agreed(runs, 'submission_org'),
+            'division': agreed(runs, 'submission_division'),
+            'status': system_lib.STATUS.get(
+                agreed(runs, 'submission_status'), '')}
+  system = flags_.system or platform
+  flagged = {'submitter': flags_.submitter,
+             'system_name': flags_.system_name or system}
+  if given.get('division') and given['division'] != logged['division']:
+    raise ValueError(f'--system_desc={flags_.system_desc} says division '
+                     f'{given["division"]!r}; the runs logged '
+                     f'{logged["division"]!r}.')
+  desc = system_lib.build(system_lib.from_platform(platform), logged, given,
+                          flagged)
+  with tempfile.TemporaryDirectory() as scratch:
+    benchmarks = group(
+        runs, ruleset=flags_.ruleset, scratch=scratch,
+        allow_changed=flags_.allow_changed_source,
+        implementation=flags_.implementation)
+    trees = {c: code.archive(c) for c in {b.commit for b in benchmarks}}
+  files = {f'systems/{system}.json': json.dumps(desc, indent=2) + '\n'}
+  for bench in benchmarks:
+    for i, run in enumerate(bench.runs):
+      files[f'results/{system}/{bench.name}/result_{i}.txt'] = run.log
+    impl = (f'benchmarks/{bench.name}/implementations/'
+            f'{bench.implementation}')
+    for rel, content in implementation_files(
+        bench, trees[bench.commit]).items():
+      files[f'{impl}/{rel}'] = content
+  with writer.staged(flags_.output) as stage:
+    writer.write_files(stage, files)
+    verdict = check_package(stage, flags_.ruleset)
+    if verdict:
+      raise ValueError(verdict)
+    scores = [score_lib.score_folder(
+        os.path.join(stage, 'results', system, b.name),
+        ruleset=flags_.ruleset, plot=False) for b in benchmarks]
+  print(f'package: {flags_.output} ({len(runs)} runs, '
+        f'{", ".join(b.name for b in benchmarks)}; system {system}, '
+        f'{desc["division"]} division)')
+  print(f'mlperf_logging package checker, training {flags_.ruleset}: '
+        'SUCCESS')
+  for s in scores:
+    score = f'{s.score:.4f} min' if s.score is not None else 'none'
+    print(f'score {s.benchmark}: {score} (olympic mean of {len(s.runs)} '
+          'runs, mlperf_logging\'s result summarizer)')
+  return 0
