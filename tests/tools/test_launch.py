@@ -34,6 +34,11 @@ from tools.launcher import preflight
 from tools import stage_data
 
 
+# BERT's experiments require it (%gin.REQUIRED): the launcher refuses a
+# plan without it, as train.py would on the TPU.
+INIT = "--gin_param=INIT_CHECKPOINT='gs://bucket/ckpt/model.ckpt-28252'"
+
+
 def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0,
             zone=None):
   """`python -m tools.launch ...` in this process (its own flag values),
@@ -50,7 +55,9 @@ def dry_run(accelerator, *extra, gin_file='gin/bert_v3_32.gin', code=0,
   values(['launch', f'--gin_file={gin_file}', '--tpu=my-slice',
           f'--zone={zone}', '--project=my-proj',
           f'--accelerator={accelerator}', '--model_dir=gs://bucket/bert',
-          '--runs=2', "--gin_param=DATA_DIR='gs://bucket/bert_data'", *extra])
+          '--runs=2', "--gin_param=DATA_DIR='gs://bucket/bert_data'",
+          *([INIT] if 'bert' in gin_file and not any(
+              'INIT_CHECKPOINT' in e for e in extra) else []), *extra])
   out, err = io.StringIO(), io.StringIO()
   with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
     assert launch.main([], values) == code, err.getvalue()[-2000:]
@@ -732,3 +739,22 @@ def test_every_documented_launch_command_runs_as_a_dry_run(path, words,
   for line in lines:
     if line.startswith('gcloud'):
       gcloud.check(shlex.split(line))
+
+
+def test_a_dry_run_with_package_prints_the_package_step_last_but_teardown(
+    tmp_path):
+  out = dry_run('v3-32', '--package=gs://bucket/sub/bert.tar.gz')
+  steps = [l for l in out if not l.startswith('#')]
+  assert steps[-2] == (
+      'python -m tools.package training gs://bucket/bert/run_0 '
+      'gs://bucket/bert/run_1 --output=gs://bucket/sub/bert.tar.gz '
+      '--system=tpu-v3-32')
+  assert steps[-1].startswith('gcloud compute tpus tpu-vm delete my-slice')
+  # Refused before any plan: a remote package that is no one object, a
+  # system description that is not there.
+  assert dry_run('v3-32', '--package=gs://bucket/sub', code=2) == (
+      'error: --output=gs://bucket/sub: a remote package is one .tar.gz '
+      'object (GCS has no atomic folder): end it in .tar.gz.')
+  assert dry_run('v3-32', f'--package={tmp_path}/pkg',
+                 f'--system_desc={tmp_path}/none.json', code=2) == (
+      f'error: --system_desc={tmp_path}/none.json: no such file.')
