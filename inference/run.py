@@ -210,7 +210,7 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
                   batch_timeout_ms: float = 2.0, workers: int = 1,
                   audit_config: str = '', defaults: dict | None = None,
                   performance_samples: int = 0, repeat_to: int = 0,
-                  **setting_values) -> Report:
+                  trace: bool = True, **setting_values) -> Report:
   """One LoadGen run; returns its report.
 
   Args:
@@ -231,6 +231,8 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     performance_samples: the QSL's performance samples (0: the task's).
     repeat_to: the eval set repeated whole to at least this many samples
       (sample_library.EvalSampleLibrary; 0: as it is).
+    trace: LoadGen writes mlperf_log_trace.json (a record a sample: some
+      hundred MB for a run of a million samples).
     **setting_values: TestSettings attributes (min_duration_ms, ...).
   """
   defaults = task.inference_settings if defaults is None else defaults
@@ -278,6 +280,7 @@ def run_benchmark(*, task, backend, scenario: str, mode: str,
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = output_dir
     log_settings.log_output.copy_summary_to_stdout = False
+    log_settings.enable_trace = trace
     try:
       lg.StartTestWithLogSettings(sut, qsl, settings, log_settings,
                                   audit_config or os.path.join(
@@ -467,6 +470,9 @@ def main(argv):
   if f.scenario == 'submission':
     # v0.5's QSL size even where the eval set is smaller (its GNMT did so).
     common['repeat_to'] = v05['performance_samples']
+    # No trace: a submission holds none, and v0.5's MultiStream search
+    # writes gigabytes of it.
+    common['trace'] = False
     served = ({'format': 'tflite', 'path': f.tflite} if f.tflite else
               {'format': 'onnx', 'path': f.onnx} if f.onnx else
               {'format': 'savedmodel', 'path': f.saved_model})
