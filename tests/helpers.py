@@ -277,3 +277,17 @@ def validation_logits(model, data_dir: str, image_size: int = 32):
     logits.append(out.numpy())
     labels.append(parsed[imagenet.LABEL_KEY].numpy() - 1)
   return np.concatenate(logits), np.concatenate(labels)
+
+
+def refused_whole(done, dest, *fragments) -> None:
+  """A tool's refusal of bad input that writes a package (tools.package):
+  exit 2, one `error:` line holding `fragments`, no `dest` and no staging
+  folder left beside it."""
+  assert done.returncode == 2, done.stdout + done.stderr
+  lines = done.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: '), done.stderr
+  for fragment in fragments:
+    assert fragment in lines[0], lines[0]
+  assert not os.path.exists(dest)
+  assert not [p for p in os.listdir(os.path.dirname(dest))
+              if p.startswith('.package-')]

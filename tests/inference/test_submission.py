@@ -166,13 +166,7 @@ def test_the_package_meets_v05s_rules(submission_runs, tmp_path):
     assert fragment in problems, problems
 
 
-def refused(done, dest, *fragments):
-  assert done.returncode == 2, done.stdout + done.stderr
-  lines = done.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith('error: '), done.stderr
-  for fragment in fragments:
-    assert fragment in lines[0], lines[0]
-  assert not os.path.exists(dest)
+refused = helpers.refused_whole
 
 
 def test_bad_submission_runs_are_one_line_and_no_package(submission_runs,

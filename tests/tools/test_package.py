@@ -40,6 +40,15 @@ def copy_runs(five_runs, root, *, division=None, changed=()):
   return out
 
 
+def rewrite(run, old, new):
+  """The run's mlperf.log with `old` replaced by `new` (which must be
+  there)."""
+  log = os.path.join(run, 'mlperf.log')
+  text = open(log).read()
+  assert old in text, old
+  open(log, 'w').write(text.replace(old, new))
+
+
 def package(*args, cwd=helpers.ROOT):
   return subprocess.run(
       [helpers.PYTHON, '-m', 'tools.package', *map(str, args)],
@@ -53,6 +62,14 @@ def official(*args, cwd):
       text=True, cwd=cwd, timeout=helpers.HANG_SECONDS)
 
 
+def checker_accepts(package_dir, ruleset, tmp_path):
+  checked = official('mlperf_logging.package_checker', package_dir,
+                     'training', ruleset, '--log_output',
+                     tmp_path / 'checker.log', cwd=tmp_path)
+  assert 'PACKAGE CHECKER FOUND NO ERRORS, SUCCESS' in (
+      checked.stdout + checked.stderr), checked.stderr[-3000:]
+
+
 def test_five_runs_make_a_package_the_package_checker_accepts(
     five_runs, tmp_path):
   runs = copy_runs(five_runs, tmp_path / 'runs')
@@ -64,11 +81,7 @@ def test_five_runs_make_a_package_the_package_checker_accepts(
                  f'--system_desc={desc}', '--system=cpu-2')
   assert done.returncode == 0, done.stdout + done.stderr
   # MLCommons' checker, as a submitter runs it.
-  checked = official('mlperf_logging.package_checker', out, 'training',
-                     '0.7.0', '--log_output', tmp_path / 'checker.log',
-                     cwd=tmp_path)
-  assert 'PACKAGE CHECKER FOUND NO ERRORS, SUCCESS' in (
-      checked.stdout + checked.stderr), checked.stderr[-3000:]
+  checker_accepts(out, '0.7.0', tmp_path)
   for i, run in enumerate(runs):
     assert (out / 'results' / 'cpu-2' / 'resnet' /
             f'result_{i}.txt').read_text() == open(
@@ -113,25 +126,13 @@ def test_an_open_division_package_passes_ruleset_4_0_too(five_runs, tmp_path):
   done = package('training', tmp_path / 'runs', f'--output={out}',
                  '--ruleset=4.0.0')
   assert done.returncode == 0, done.stdout + done.stderr
-  checked = official('mlperf_logging.package_checker', out, 'training',
-                     '4.0.0', '--log_output', tmp_path / 'checker.log',
-                     cwd=tmp_path)
-  assert 'PACKAGE CHECKER FOUND NO ERRORS, SUCCESS' in (
-      checked.stdout + checked.stderr), checked.stderr[-3000:]
+  checker_accepts(out, '4.0.0', tmp_path)
   desc = json.loads((out / 'systems' / 'cpu.json').read_text())
   assert desc['status'] == 'Research, Development, or Internal (RDI)'
   assert desc['division'] == 'open'
 
 
-def refused(done, out, *fragments):
-  assert done.returncode == 2, done.stdout + done.stderr
-  lines = done.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith('error: '), done.stderr
-  for fragment in fragments:
-    assert fragment in lines[0], lines[0]
-  assert not os.path.exists(out)
-  assert not [p for p in os.listdir(os.path.dirname(out))
-              if p.startswith('.package-')]
+refused = helpers.refused_whole
 
 
 def test_bad_runs_are_one_line_and_no_package(five_runs, tmp_path):
@@ -156,33 +157,23 @@ def test_bad_runs_are_one_line_and_no_package(five_runs, tmp_path):
   refused(variant('unchecked', drop_init_start), out, 'run_1',
           'fails the 0.7.0 compliance checker')
   # A run that missed its target.
-  def aborted(runs):
-    log = os.path.join(runs[3], 'mlperf.log')
-    text = open(log).read().replace('"status": "success"',
-                                    '"status": "aborted"')
-    open(log, 'w').write(text)
-  refused(variant('aborted', aborted), out, 'run_3', "'aborted'")
+  refused(variant('aborted', lambda runs: rewrite(
+      runs[3], '"status": "success"', '"status": "aborted"')), out, 'run_3',
+      "'aborted'")
   # Fewer runs than the rules want.
   refused(package('training', *good[:4], f'--output={out}'), out,
           '4 run(s) given', 'exactly 5')
   # Two benchmarks' runs in one package: each needs its count.
-  def one_bert(runs):
-    log = os.path.join(runs[4], 'mlperf.log')
-    text = open(log).read().replace(
-        '"key": "submission_benchmark", "value": "resnet"',
-        '"key": "submission_benchmark", "value": "bert"')
-    open(log, 'w').write(text)
-  refused(variant('mixed', one_bert), out, 'resnet: 4 run(s) given',
-          'exactly 5', 'mix benchmarks: resnet 4, bert 1 (', 'run_4)')
+  refused(variant('mixed', lambda runs: rewrite(
+      runs[4], '"key": "submission_benchmark", "value": "resnet"',
+      '"key": "submission_benchmark", "value": "bert"')), out,
+      'resnet: 4 run(s) given', 'exactly 5',
+      'mix benchmarks: resnet 4, bert 1 (', 'run_4)')
   # Runs of two systems (platforms).
-  def other_platform(runs):
-    log = os.path.join(runs[0], 'mlperf.log')
-    text = open(log).read().replace(
-        '"key": "submission_platform", "value": "cpu"',
-        '"key": "submission_platform", "value": "tpu-v3-8"')
-    open(log, 'w').write(text)
-  refused(variant('platforms', other_platform), out, 'submission_platform',
-          'one system')
+  refused(variant('platforms', lambda runs: rewrite(
+      runs[0], '"key": "submission_platform", "value": "cpu"',
+      '"key": "submission_platform", "value": "tpu-v3-8"')), out,
+      'submission_platform', 'one system')
   # No record of the code.
   refused(variant('nosource', lambda runs: os.remove(
       os.path.join(runs[0], source.SOURCE_FILE))), out, 'run_0',
@@ -213,10 +204,7 @@ def test_bad_runs_are_one_line_and_no_package(five_runs, tmp_path):
 
 def test_closed_runs_need_distinct_seeds(five_runs, tmp_path):
   runs = copy_runs(five_runs, tmp_path / 'runs')
-  log = os.path.join(runs[1], 'mlperf.log')
-  text = open(log).read().replace('"key": "seed", "value": 1',
-                                  '"key": "seed", "value": 0')
-  open(log, 'w').write(text)
+  rewrite(runs[1], '"key": "seed", "value": 1', '"key": "seed", "value": 0')
   out = tmp_path / 'package'
   refused(package('training', *runs, f'--output={out}'), out,
           'distinct seeds')
