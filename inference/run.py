@@ -479,7 +479,8 @@ def main(argv):
     record = submission.run_all(
         run, task, output_dir=f.output_dir, model=task.inference_model,
         settings_used={k: v for k, v in values.items() if v is not None},
-        served=served, server_qps=f.target_qps or 0.0, count=f.count)
+        served=served, gin_files=f.gin_file,
+        server_qps=f.target_qps or 0.0, count=f.count)
     failed = [f'{s} {t}' for s, d in record['scenarios'].items()
               for t, v in d['audits'].items() if not v['passed']]
     invalid = [s for s, d in record['scenarios'].items() if not d['valid']]

@@ -42,7 +42,8 @@ def accuracy_text(model: str, quality: float) -> str:
 
 
 def run_all(run, task, *, output_dir: str, model: str, settings_used: dict,
-            served: dict, server_qps: float = 0.0, count: int = 0) -> dict:
+            served: dict, gin_files: list, server_qps: float = 0.0,
+            count: int = 0) -> dict:
   """Runs every scenario's accuracy, performance and audit runs.
 
   Args:
@@ -54,6 +55,7 @@ def run_all(run, task, *, output_dir: str, model: str, settings_used: dict,
     settings_used: what the command line set (recorded as user.conf).
     served: the model served: {'format': savedmodel, tflite or onnx,
       'path': ...}.
+    gin_files: the model's gin files (for the package's README).
     server_qps: Server's target (0: half the Offline rate measured).
     count: samples used (0: all).
 
@@ -66,7 +68,7 @@ def run_all(run, task, *, output_dir: str, model: str, settings_used: dict,
                      f'{", ".join(sorted(ACCURACY_LINE))}.')
   path = lambda rel: os.path.join(output_dir, rel)  # pylint: disable=unnecessary-lambda-assignment
   record = {'model': model, 'settings': settings_used, 'served': served,
-            'scenarios': {},
+            'gin_files': list(gin_files), 'count': count, 'scenarios': {},
             'source': source_lib.describe()}
   offline_rate = None
   for scenario in SCENARIOS:

@@ -129,6 +129,13 @@ def test_the_package_meets_v05s_rules(submission_runs, tmp_path):
                        f'{scenario}.json').read_text())
     assert impl['weight_data_types'] == 'int8'
     assert 'min_duration_ms = 500' in (measured / 'user.conf').read_text()
+    # The README gives the command that made every run.
+    assert (f'python -m inference.run --gin_file={GIN} --tflite=' in
+            (measured / 'README.md').read_text())
+    assert ('--scenario=submission --settings=v0.5 --min_duration_ms=500 '
+            '--min_query_count=1024 --target_qps=1000.0 '
+            '--target_latency_ms=100.0 --count=64 --output_dir=RUNS') in (
+                measured / 'README.md').read_text()
     assert (f'mobilenet.{scenario}.min_duration_ms = 60000' in
             (measured / 'mlperf.conf').read_text())
     for test in ('TEST01', 'TEST04', 'TEST05'):

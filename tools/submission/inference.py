@@ -56,6 +56,39 @@ def conf_lines(model: str, values: dict, header: str) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def readme(model: str, scenario: str, record: dict, done: dict) -> str:
+  """measurements/.../README.md: what was served and the command."""
+  served = record['served']
+  flag = {'tflite': 'tflite', 'onnx': 'onnx'}.get(served['format'],
+                                                  'saved_model')
+  command = ['python -m inference.run',
+             *(f'--gin_file={g}' for g in record.get('gin_files', [])),
+             f'--{flag}={served["path"]}', '--dataset=DATA',
+             '--scenario=submission', '--settings=v0.5',
+             *(f'--{k}={v}' for k, v in command_flags(record['settings'])),
+             *([f'--count={record["count"]}'] if record.get('count') else []),
+             '--output_dir=RUNS']
+  audits = ', '.join(f'{t} {"PASS" if v["passed"] else "FAIL"}'
+                     for t, v in done['audits'].items())
+  return (f'# {model}, {scenario}\n\nServed: the {served["format"]} model '
+          f'`{served["path"]}`. Every run of this submission, all '
+          f'scenarios:\n\n    {" ".join(command)}\n\nQuality: '
+          f'{done["quality"]}; audits: {audits}.\n')
+
+
+def command_flags(settings: dict):
+  """inference.run's flags for the recorded TestSettings values."""
+  names = {'min_duration_ms': 'min_duration_ms',
+           'min_query_count': 'min_query_count',
+           'offline_expected_qps': 'expected_qps',
+           'server_target_qps': 'target_qps'}
+  for key, value in settings.items():
+    if key in names:
+      yield names[key], value
+    elif key == 'server_target_latency_ns':
+      yield 'target_latency_ms', value / 1e6
+
+
 def layout(folder: str, record: dict, *, desc: dict, system: str,
            implementation: str, tree: bytes) -> dict:
   """Relative path -> bytes of the whole package."""
@@ -94,16 +127,7 @@ def layout(folder: str, record: dict, *, desc: dict, system: str,
         record['model'], {scenario: used}, 'This run\'s own settings '
         '(the command line\'s; Server\'s target QPS; MultiStream\'s samples '
         'a query as found)')
-    files[f'{measured}/README.md'] = (
-        f'# {model}, {scenario}\n\nServed: {served["format"]} model '
-        f'`{served["path"]}`. Every run of this submission:\n\n'
-        '    python -m inference.run --gin_file=<the model\'s gin file> '
-        f'--{"tflite" if int8 else served["format"].replace("savedmodel", "saved_model")}'
-        '=MODEL --dataset=DATA --scenario=submission --settings=v0.5 '
-        '--output_dir=RUNS\n\n'
-        f'Quality: {done["quality"]}; audits: '
-        + ', '.join(f'{t} {"PASS" if v["passed"] else "FAIL"}'
-                    for t, v in done['audits'].items()) + '.\n')
+    files[f'{measured}/README.md'] = readme(model, scenario, record, done)
     files[f'{measured}/{system}_{implementation}_{scenario}.json'] = (
         json.dumps({
             'input_data_types': 'int8' if int8 else 'fp32',
