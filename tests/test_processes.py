@@ -300,7 +300,7 @@ def test_a_second_run_into_a_live_model_dir_is_refused(quickstart_data,
                                f'pid {first.pid}, started ' in last), last
     assert open(os.path.join(model_dir, 'config.gin')).read() == config
     assert sorted(os.listdir(model_dir)) == [
-        'RUN_LOCK', 'config.gin', 'eval', 'mlperf.log', 'train']
+        'RUN_LOCK', 'config.gin', 'eval', 'mlperf.log', 'source.json', 'train']
     log = open(os.path.join(model_dir, 'mlperf.log')).read()
     assert log.count('"key": "init_start"') == 1
   finally:
