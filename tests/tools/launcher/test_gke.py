@@ -151,8 +151,9 @@ def test_launch_writes_one_jobset_a_run(tmp_path):
           "--gin_param=ACCELERATOR='v5litepod-8'", '--tpu=bert',
           '--accelerator=v5litepod-8', '--model_dir=gs://b/bert', '--runs=2',
           "--gin_param=DATA_DIR='gs://b/data'",
+          "--gin_param=INIT_CHECKPOINT='gs://b/ckpt'",
           '--image=us-docker.pkg.dev/p/r/suite:1',
-          f'--manifest_dir={tmp_path}'])
+          f'--manifest_dir={tmp_path}', f'--package={tmp_path}/package'])
   out = io.StringIO()
   with contextlib.redirect_stdout(out):
     assert launch.main([], values) == 0
@@ -165,7 +166,12 @@ def test_launch_writes_one_jobset_a_run(tmp_path):
   assert command == [
       'python', 'train.py', '--gin_file=gin/bert_v3_32.gin',
       "--gin_param=ACCELERATOR='v5litepod-8'",
-      "--gin_param=DATA_DIR='gs://b/data'", '--gin.SEED=1', '--tpu=local',
-      '--model_dir=gs://b/bert/run_1']
+      "--gin_param=DATA_DIR='gs://b/data'",
+      "--gin_param=INIT_CHECKPOINT='gs://b/ckpt'", '--gin.SEED=1',
+      '--tpu=local', '--model_dir=gs://b/bert/run_1']
   assert (f'kubectl apply -f {tmp_path}/bert-run-1.json' in
           out.getvalue())
+  # After the JobSets, the package of their runs (tools.package).
+  assert out.getvalue().splitlines()[-1] == (
+      'python -m tools.package training gs://b/bert/run_0 gs://b/bert/run_1 '
+      f'--output={tmp_path}/package --system=tpu-v5litepod-8')
