@@ -33,8 +33,13 @@ def read_record(folder: str) -> dict:
         f'{folder} has no {RECORD}: package the folder that `python -m '
         'inference.run --scenario=submission --settings=v0.5 '
         '--output_dir=FOLDER` wrote.')
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except json.JSONDecodeError:
+    raise ValueError(f'{path} is not JSON: the runs\' record is damaged; '
+                     'run inference.run --scenario=submission again.'
+                     ) from None
 
 
 def _read(path: str) -> bytes:
@@ -119,10 +124,11 @@ def layout(folder: str, record: dict, *, desc: dict, system: str,
         'MLPerf Inference v0.5\'s settings as applied '
         '(models/common/inference_v05.py; LoadGen 6 TestSettings names)')
     used = dict(record['settings'])
-    for key in ('server_target_qps', 'samples_per_query'):
+    for key, setting in (('server_target_qps', 'server_target_qps'),
+                         ('samples_per_query',
+                          'multi_stream_samples_per_query')):
       if key in done:
-        used[key.replace('samples_per_query',
-                         'multi_stream_samples_per_query')] = done[key]
+        used[setting] = done[key]
     files[f'{measured}/user.conf'] = conf_lines(
         record['model'], {scenario: used}, 'This run\'s own settings '
         '(the command line\'s; Server\'s target QPS; MultiStream\'s samples '
