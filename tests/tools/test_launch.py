@@ -758,3 +758,30 @@ def test_a_dry_run_with_package_prints_the_package_step_last_but_teardown(
   assert dry_run('v3-32', f'--package={tmp_path}/pkg',
                  f'--system_desc={tmp_path}/none.json', code=2) == (
       f'error: --system_desc={tmp_path}/none.json: no such file.')
+
+
+def test_a_gs_package_is_one_object_written_whole_and_never_over_another(
+    gcs, tmp_path):
+  import tarfile as tar
+  from tools.launcher import object_store
+  from tools.submission import writer
+  object_store._CLIENT.clear()  # pylint: disable=protected-access
+  dest = 'gs://test/sub/resnet.tar.gz'
+  with pytest.raises(RuntimeError):  # A failure inside: nothing uploaded.
+    with writer.staged(dest) as stage:
+      writer.write_files(stage, {'results/a.txt': 'x'})
+      raise RuntimeError('checker refused')
+  assert gcs.bucket('test').get_blob('sub/resnet.tar.gz') is None
+  with writer.staged(dest) as stage:
+    writer.write_files(stage, {'results/a.txt': 'first'})
+  local = tmp_path / 'p.tar.gz'
+  gcs.bucket('test').get_blob('sub/resnet.tar.gz').download_to_filename(
+      str(local))
+  with tar.open(local) as t:
+    assert t.extractfile('resnet/results/a.txt').read() == b'first'
+  with pytest.raises(ValueError, match='exists: give a new name'):
+    with writer.staged(dest) as stage:
+      writer.write_files(stage, {'results/a.txt': 'second'})
+  object_store._CLIENT.clear()  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match='a local folder or a gs:// object'):
+    writer.check_destination('s3://b/p.tar.gz')

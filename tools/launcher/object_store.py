@@ -12,6 +12,11 @@ from tools.launcher import preflight
 _CLIENT = []
 
 
+def blob(path: str):
+  """The google-cloud-storage Blob of a gs:// path."""
+  return _blob(path)
+
+
 def _blob(path: str):
   from google.cloud import storage
   if not _CLIENT:

@@ -1,9 +1,10 @@
 """A package appears whole or not at all.
 
 The tree is written into a staging folder beside the destination, checked
-there, and renamed into place (one rename on a local disk). A gs:// (or
-other remote) destination must end in .tar.gz: the checked tree is
-uploaded as one object, which GCS writes whole or not at all.
+there, and renamed into place (one rename on a local disk). A gs://
+destination must end in .tar.gz: the checked tree is uploaded as one
+object, which GCS writes whole or not at all, and only if no object of
+that name exists.
 """
 
 import contextlib
@@ -17,6 +18,9 @@ from typing import Iterator
 def check_destination(dest: str) -> None:
   """Raises ValueError before any work if `dest` cannot take a package."""
   if '://' in dest:
+    if not dest.startswith('gs://'):
+      raise ValueError(f'--output={dest}: a package goes to a local folder '
+                       'or a gs:// object.')
     if not dest.endswith('.tar.gz'):
       raise ValueError(f'--output={dest}: a remote package is one .tar.gz '
                        'object (GCS has no atomic folder): end it in .tar.gz.')
@@ -60,12 +64,20 @@ def staged(dest: str) -> Iterator[str]:
 
 
 def _upload_tarball(stage: str, dest: str) -> None:
-  import tensorflow as tf  # gs:// through TensorFlow's file system.
+  """One object, created only if absent (an existing package is never
+  replaced)."""
+  from google.api_core import exceptions
+  from tools.launcher import object_store
   local = stage + '.tar.gz'
   try:
     with tarfile.open(local, 'w:gz') as t:
       t.add(stage, arcname=os.path.basename(dest)[:-len('.tar.gz')])
-    tf.io.gfile.copy(local, dest, overwrite=False)
+    try:
+      object_store.blob(dest).upload_from_filename(local,
+                                                   if_generation_match=0)
+    except exceptions.PreconditionFailed:
+      raise ValueError(f'--output={dest} exists: give a new name (a package '
+                       'is written whole, never over an old one).') from None
   finally:
     if os.path.exists(local):
       os.remove(local)
