@@ -185,7 +185,7 @@ def main(args: list[str], flags_) -> int:
   system = flags_.system or 'cpu'
   desc = system_lib.build(
       system_lib.this_host(),
-      {'submitter': flags_.submitter or 'reference', 'division': 'open',
+      {'submitter': 'reference', 'division': 'open',
        'status': 'Research, Development, or Internal (RDI)',
        'system_name': system},
       given, {'submitter': flags_.submitter,

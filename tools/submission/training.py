@@ -28,9 +28,10 @@ from tools.launcher import object_store
 from tools.submission import code
 from tools.submission import system as system_lib
 from tools.submission import writer
+from training import time_to_accuracy
 
 RUN_FOLDER = re.compile(r'^run_(\d+)(?:_retry(\d+))?$')
-MLLOG_PREFIX = ':::MLLOG '
+MLLOG_PREFIX = time_to_accuracy.MLLOG_PREFIX
 
 
 @dataclasses.dataclass
@@ -41,6 +42,7 @@ class Run:
   keys: dict  # First value of each MLLOG key.
   source: dict | None  # source.json, None when the run has none.
   config: str | None  # config.gin.
+  stop_status: str | None = None  # run_stop's metadata status.
 
   @property
   def benchmark(self) -> str:
@@ -81,7 +83,7 @@ def expand(paths: list[str]) -> list[str]:
 
 def read(folder: str) -> Run:
   log = object_store.read_text(_join(folder, 'mlperf.log'))
-  keys = {}
+  keys, stop_status = {}, None
   for line in (log or '').splitlines():
     if MLLOG_PREFIX in line:
       try:
@@ -90,6 +92,8 @@ def read(folder: str) -> Run:
         raise ValueError(f'{folder}/mlperf.log: a line is not JSON: '
                          f'{line[:80]!r}.') from None
       keys.setdefault(entry.get('key'), entry.get('value'))
+      if entry.get('key') == 'run_stop':
+        stop_status = entry.get('metadata', {}).get('status')
   if not keys:
     raise ValueError(f'{folder}/mlperf.log holds no MLPerf log lines.')
   source = object_store.read_text(_join(folder, source_lib.SOURCE_FILE))
@@ -99,7 +103,8 @@ def read(folder: str) -> Run:
     raise ValueError(f'{folder}/{source_lib.SOURCE_FILE} is not JSON: '
                      'a damaged record of the run\'s code.') from None
   return Run(folder=folder, log=log, keys=keys, source=source,
-             config=object_store.read_text(_join(folder, 'config.gin')))
+             config=object_store.read_text(_join(folder, 'config.gin')),
+             stop_status=stop_status)
 
 
 @contextlib.contextmanager
@@ -186,7 +191,8 @@ def required_runs(benchmark: str, ruleset: str) -> int:
   if benchmark not in allowed:
     raise ValueError(f'MLPerf training {ruleset} has no benchmark '
                      f'{benchmark!r} (it has {", ".join(sorted(allowed))}).')
-  return benchmark_meta.get_result_file_counts('training')[benchmark]
+  from tools import score as score_lib
+  return score_lib.required_runs(benchmark)
 
 
 def group(runs: list[Run], *, ruleset: str, scratch: str,
@@ -219,7 +225,7 @@ def group(runs: list[Run], *, ruleset: str, scratch: str,
       if complaint:
         raise ValueError(f'{run.folder}/mlperf.log fails the {ruleset} '
                          f'compliance checker: {complaint}')
-      status = _run_stop_status(run.log)
+      status = run.stop_status
       if status != 'success':
         raise ValueError(f'{run.folder}/mlperf.log: run_stop status is '
                          f'{status!r}, not success: a run that missed the '
@@ -252,14 +258,6 @@ def group(runs: list[Run], *, ruleset: str, scratch: str,
                              platform=those[0].keys.get(
                                  'submission_platform', 'cpu'))))
   return out
-
-
-def _run_stop_status(log: str) -> str | None:
-  for line in log.splitlines():
-    if MLLOG_PREFIX in line and '"run_stop"' in line:
-      entry = json.loads(line.split(MLLOG_PREFIX, 1)[1])
-      return entry.get('metadata', {}).get('status')
-  return None
 
 
 def agreed(runs: list[Run], key: str) -> str:
