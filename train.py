@@ -521,9 +521,30 @@ def _remove_made_empty_model_dir() -> None:
       os.rmdir(model_dir)
 
 
+def run_experiment(gin_files: list[str], bindings: list[str], *,
+                   model_dir: str, tpu: str = '') -> controller_lib.Result:
+  """One run as the command line makes it (its main and the notebooks call
+  this): the gin files and bindings parsed and checked on a clear config,
+  the TPU present if the strategy wants one, every %gin.REQUIRED macro set,
+  then train(); operative_config.gin written after it."""
+  import train as this_module  # The module gin files configure, not __main__.
+  gin.clear_config()
+  gin_config.parse(
+      gin_files, list(bindings) + [f'train.train.model_dir = {model_dir!r}'] +
+      ([f'distribution.strategy.StrategyConfig.tpu = {tpu!r}'] if tpu else []))
+  # The TPU first: the literal `python train.py --gin_file=bert_pod.gin` on
+  # a machine without one says so (exit 4) before asking for DATA_DIR.
+  gin.get_configurable(strategies.StrategyConfig)().check_tpu_present()
+  gin_config.finalize_config()  # Now every %gin.REQUIRED macro must be set.
+  restart_for_storage_options()
+  result = gin.get_configurable(this_module.train)()
+  staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),
+                          gin_config.readable(gin.operative_config_str()))
+  return result
+
+
 def run_command(argv, sugar_bindings):
   del argv
-  import train as this_module  # The module gin files configure, not __main__.
   flag_values = flags.FLAGS
   if not flag_values.gin_file:
     raise ValueError('Pass an experiment with --gin_file, one of: ' +
@@ -536,21 +557,9 @@ def run_command(argv, sugar_bindings):
       _MADE_MODEL_DIR.append(flag_values.model_dir)
     print(f'model_dir: {flag_values.model_dir} (--model_dir sets it)',
           flush=True)
-  gin_config.parse(
-      gin_files,
-      list(flag_values.gin_param) + sugar_bindings + [
-          f'train.train.model_dir = {flag_values.model_dir!r}'] +
-      ([f'distribution.strategy.StrategyConfig.tpu = {flag_values.tpu!r}']
-       if flag_values.tpu else []))
-  # The TPU first: the literal `python train.py --gin_file=bert_pod.gin` on
-  # a machine without one says so (exit 4) before asking for DATA_DIR.
-  gin.get_configurable(strategies.StrategyConfig)().check_tpu_present()
-  gin_config.finalize_config()  # Now every %gin.REQUIRED macro must be set.
-  restart_for_storage_options()
-  model_dir = flag_values.model_dir
-  result = gin.get_configurable(this_module.train)()
-  staged_files.write_text(os.path.join(model_dir, 'operative_config.gin'),
-                          gin_config.readable(gin.operative_config_str()))
+  result = run_experiment(
+      gin_files, list(flag_values.gin_param) + sugar_bindings,
+      model_dir=flag_values.model_dir, tpu=flag_values.tpu)
   if result.preempted:
     return exit_codes.PREEMPTED
   return (exit_codes.TARGET_REACHED if result.status == 'success' else

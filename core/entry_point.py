@@ -64,17 +64,41 @@ def tool_main(main):
     try:
       code = main(argv)
     except Exception as e:  # pylint: disable=broad-except
-      missing = None
-      if isinstance(e, ImportError):  # A package of an optional file.
-        from core import extras  # pylint: disable=import-outside-toplevel
-        missing = extras.explain(e)
-      if startup.verbose() or not (missing or _input_error(e)):
+      line = None if startup.verbose() else bad_input_line(e)
+      if line is None:
         raise
-      line = missing or error_text.one_line(e, limit=400)
-      # TensorFlow's file system: "PATH; No such file or directory".
-      line = re.sub(r'^(\S+); No such file or directory$',
-                    r'\1: no such file or folder; check the path given', line)
       print(f'error: {line}', file=sys.stderr, flush=True)
       sys.exit(exit_codes.USER_ERROR)
     sys.exit(code or 0)
   return run
+
+
+def bad_input_line(error: BaseException) -> str | None:
+  """The one line for `error` if it is bad input (INPUT_ERRORS, absl's
+  UsageError, TensorFlow's file and argument errors, a package of an
+  optional requirements file not installed: core/extras.py), else None."""
+  missing = None
+  if isinstance(error, ImportError):  # A package of an optional file.
+    from core import extras  # pylint: disable=import-outside-toplevel
+    missing = extras.explain(error)
+  if not (missing or _input_error(error)):
+    return None
+  line = missing or error_text.one_line(error, limit=400)
+  # TensorFlow's file system: "PATH; No such file or directory".
+  return re.sub(r'^(\S+); No such file or directory$',
+                r'\1: no such file or folder; check the path given', line)
+
+
+def notebook_errors(shell) -> None:
+  """The same contract in an IPython kernel (the notebooks): bad input
+  (bad_input_line) prints its one `error:` line instead of a traceback,
+  and the cell still fails, so "Run all" stops there; anything else shows
+  its traceback, as does everything with MLPERF_VERBOSE=1."""
+  def handler(shell, etype, value, tb, tb_offset=None):
+    line = None if startup.verbose() else bad_input_line(value)
+    if line is None:
+      shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    else:
+      print(f'error: {line}', file=sys.stderr, flush=True)
+    return []
+  shell.set_custom_exc((Exception,), handler)

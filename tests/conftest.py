@@ -219,6 +219,18 @@ def ssd_data(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def tiny_maskrcnn_data(tmp_path_factory):
+  """Three random images with two or three masked objects each, in COCO's
+  format through tools.convert_coco (tests/input_pipeline/
+  test_maskrcnn_input.py's), as Mask R-CNN records with categories.json."""
+  from tests.input_pipeline import test_maskrcnn_input as records
+
+  def build(out):
+    return records.build(out)[0]
+  return built_once(tmp_path_factory, 'tiny_maskrcnn', build)[1]
+
+
+@pytest.fixture(scope='session')
 def dlrm_data(tmp_path_factory):
   """The DLRM quickstart's records (MovieLens-100k from the recbole
   wheel, tools.build_dlrm_quickstart_data): 65,570 training and 7,285 eval

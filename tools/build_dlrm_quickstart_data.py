@@ -156,10 +156,11 @@ def impressions(source: str) -> dict:
   return columns
 
 
-def build(output_dir: str, source: str) -> dict:
-  """Writes the records and metadata from `movielens_source`'s answer;
-  returns the metadata's counts."""
-  columns = impressions(source)
+def build(output_dir: str, source: str = '') -> dict:
+  """Writes the records and metadata from `source` (a recbole wheel or an
+  ml-100k folder; '': `movielens_source()`'s answer); returns the
+  metadata's counts."""
+  columns = impressions(source or movielens_source())
   vocabularies = [click_records.frequency_vocabulary(
       collections.Counter(str(v) for v in columns[name]))
                   for name in SPARSE_FEATURES]

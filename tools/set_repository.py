@@ -1,24 +1,27 @@
-"""Points the notebook's "Open in Colab" badge and its clone URL at the
-GitHub repository that publishes the suite: one constant, two places.
+"""Points the notebooks' "Open in Colab" badges and their clone URL at the
+GitHub repository that publishes the suite: one constant, two places in
+each notebook.
 
   python -m tools.set_repository              # from `git remote get-url origin`
   python -m tools.set_repository OWNER/REPO   # or given
 
-notebooks/quickstart.ipynb holds the repository once, as GITHUB_REPOSITORY
-in its parameters cell; its badge link names the same OWNER/REPO (a test
-checks that they agree), and the notebook clones
+Each notebook (notebooks/*.ipynb) holds the repository once, as
+GITHUB_REPOSITORY in its parameters cell; its badge link names the same
+OWNER/REPO (a test checks that they agree), and the notebook clones
 https://github.com/GITHUB_REPOSITORY when opened outside a checkout (Colab).
-Run this in the checkout you publish from, and commit the notebook.
+Run this in the checkout you publish from, and commit the notebooks.
 """
 
+import glob
 import json
 import os
 import re
 import subprocess
 import sys
 
-NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), 'notebooks', 'quickstart.ipynb')
+FOLDER = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'notebooks')
+NOTEBOOK = os.path.join(FOLDER, 'quickstart.ipynb')
 PLACEHOLDER = 'OWNER/REPO'
 _CONSTANT = re.compile(r"^GITHUB_REPOSITORY = '([^']*)'", re.M)
 _BADGE = re.compile(r'colab\.research\.google\.com/github/([^/]+/[^/]+)/blob/')
@@ -67,11 +70,13 @@ def main(argv) -> int:
         raise ValueError('this checkout has no origin remote: pass '
                          'OWNER/REPO.')
       repository = from_remote(url)
-    set_repository(repository)
+    paths = sorted(glob.glob(os.path.join(FOLDER, '*.ipynb')))
+    for path in paths:
+      set_repository(repository, path)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  print(f'notebooks/quickstart.ipynb: badge and clone URL now '
+  print(f'{len(paths)} notebooks: badges and clone URL now '
         f'github.com/{repository}')
   return 0
 

@@ -6,6 +6,7 @@ tpu_check` (tests/tpu_env/)."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -80,8 +81,13 @@ def test_the_launcher_the_notebook_and_make_build_it_with_this_script():
   with open(os.path.join(helpers.ROOT, 'notebooks', 'quickstart.ipynb')) as f:
     notebook = json.load(f)
   source = ''.join(''.join(c['source']) for c in notebook['cells'])
-  assert "[sys.executable, 'tools/tpu_venv.py',\n" in source
+  assert 'quickstarts.install(QUICKSTART, tpu=ON_TPU_VM,' in source
   assert 'requirements-tpu.txt' not in source
+  from tools.notebook import quickstarts
+  for model in quickstarts.QUICKSTARTS:
+    assert quickstarts.install_commands(
+        quickstarts.get(model), tpu=True, cloud=False) == [
+            [sys.executable, 'tools/tpu_venv.py', f'--python={sys.executable}']]
   with open(os.path.join(helpers.ROOT, 'Makefile')) as f:
     assert 'python3 tools/tpu_venv.py --venv=$(TPU_VENV) --check' in f.read()
   with open(os.path.join(helpers.ROOT, '.ci', 'run')) as f:

@@ -8,11 +8,16 @@ model's quickstart trains a few steps under the TPU build through train.py's
 command line, with the data the main environment built.
 """
 
+import json
 import os
 import subprocess
 import sys
 
+import pytest
+
 from tests import helpers
+from tests import tiny_quickstarts
+from tools.notebook import quickstarts
 from tools import tpu_venv
 
 VENV = os.environ.get('TPU_VENV', '')
@@ -54,109 +59,65 @@ def assert_trained(done, model_dir, steps):
   assert f'eval at step {steps}' in done.stdout
 
 
-SHORT = {'STEPS_PER_LOOP': 2, 'EVAL_EVERY_STEPS': 4, 'TRAIN_STEPS': 4,
-         'CHECKPOINT_EVERY_STEPS': 0}
-
-
-def without_model_dir(bindings: list[str]) -> dict:
-  """The tests' binding lists as a dict, model_dir left to --model_dir."""
-  found = dict(b.split(' = ', 1) for b in bindings)
-  del found['train.train.model_dir']
-  return found
-
-
-def test_resnet_quickstart_trains_under_the_tpu_build(quickstart_data,
-                                                      tmp_path):
-  model_dir = str(tmp_path / 'resnet')
-  done = train('resnet_quickstart.gin', model_dir, without_model_dir(
-      helpers.quick_bindings(quickstart_data, model_dir)))
+@pytest.mark.parametrize('model', sorted(tiny_quickstarts.TINY))
+def test_each_quickstart_trains_under_the_tpu_build(model, request, tmp_path):
+  """Each quickstart, 4 steps on the tests' small data (tests/
+  tiny_quickstarts.py). MiniGo: self-play's searches in host processes
+  spawned from the TPU build's Python, their leaves evaluated by the
+  training process (the default SELFPLAY_INFERENCE = 'device'); the games
+  against the target (OpenSpiel's MCTS, from requirements-tpu.txt) in NumPy
+  in host processes; training on the device."""
+  quickstart = quickstarts.get(model)
+  data_dir = tiny_quickstarts.data_dir(model, request)
+  model_dir = str(tmp_path / model)
+  bindings = dict(b.split(' = ', 1) for b in
+                  quickstarts.data_bindings(quickstart, data_dir))
+  bindings.update(tiny_quickstarts.bindings(model, data_dir))
+  done = train(os.path.basename(quickstart.gin_file), model_dir, bindings)
   assert_trained(done, model_dir, 4)
+  if model == 'minigo':
+    assert os.path.exists(os.path.join(model_dir, 'generations', '000000',
+                                       'done-w0.json'))
 
 
-def test_mobilenet_quickstart_trains_under_the_tpu_build(quickstart_data,
-                                                         tmp_path):
-  model_dir = str(tmp_path / 'mobilenet')
-  bindings = without_model_dir(helpers.quick_bindings(quickstart_data,
-                                                      model_dir))
-  del bindings['DEPTH']  # A ResNet's.
-  done = train('mobilenet_quickstart.gin', model_dir, bindings)
-  assert_trained(done, model_dir, 4)
-
-
-def test_bert_quickstart_trains_under_the_tpu_build(sums_data, tmp_path):
-  model_dir = str(tmp_path / 'bert')
-  done = train('bert_quickstart.gin', model_dir, without_model_dir(
-      helpers.sums_bindings(sums_data, model_dir, FIRST_EVAL_STEP=4,
-                            **SHORT)))
-  assert_trained(done, model_dir, 4)
-
-
-def test_transformer_quickstart_trains_under_the_tpu_build(translation_data,
-                                                           tmp_path):
-  data_dir, _ = translation_data
-  model_dir = str(tmp_path / 'transformer')
-  done = train('transformer_quickstart.gin', model_dir, {
-      'DATA_DIR': repr(data_dir), 'BEAM_SIZE': 2,
-      'models.transformer.task.TransformerTask.extra_decode_length': 2,
-      **SHORT})
-  assert_trained(done, model_dir, 4)
-
-
-def test_ssd_quickstart_trains_under_the_tpu_build(ssd_data, tmp_path):
-  model_dir = str(tmp_path / 'ssd')
-  done = train('ssd_quickstart.gin', model_dir, {
-      'DATA_DIR': repr(ssd_data), 'NUM_TRAIN_EXAMPLES': 40,
-      'GLOBAL_BATCH_SIZE': 8, 'EVAL_BATCH_SIZE': 8,
-      'models.ssd.features.ResNetFeatures.depth': 10, **SHORT})
-  assert_trained(done, model_dir, 4)
-
-
-def test_dlrm_quickstart_trains_under_the_tpu_build(dlrm_data, tmp_path):
-  model_dir = str(tmp_path / 'dlrm')
-  done = train('dlrm_quickstart.gin', model_dir, {
-      'DATA_DIR': repr(dlrm_data), 'WARMUP_STEPS': 2, 'DECAY_START_STEP': 2,
-      'DECAY_STEPS': 2, **SHORT})
-  assert_trained(done, model_dir, 4)
-
-
-def test_gnmt_quickstart_trains_under_the_tpu_build(gnmt_data, tmp_path):
-  data_dir, _ = gnmt_data
-  model_dir = str(tmp_path / 'gnmt')
-  done = train('gnmt_quickstart.gin', model_dir, {
-      'DATA_DIR': repr(data_dir), 'UNITS': 32, 'BEAM_SIZE': 2,
-      'MAX_DECODE_LENGTH': 4, 'WARMUP_STEPS': 2, 'DECAY_START_STEP': 2,
-      **SHORT})
-  assert_trained(done, model_dir, 4)
-
-
-def test_maskrcnn_quickstart_trains_under_the_tpu_build(tmp_path):
-  from tests.input_pipeline import test_maskrcnn_input as records
-  data_dir, _ = records.build(tmp_path / 'data')
-  model_dir = str(tmp_path / 'maskrcnn')
-  done = train('maskrcnn_quickstart.gin', model_dir, {
-      'DATA_DIR': repr(data_dir), 'NUM_TRAIN_EXAMPLES': 6,
-      'GLOBAL_BATCH_SIZE': 2, 'EVAL_BATCH_SIZE': 2, 'DEPTH': 10,
-      'input_pipeline.maskrcnn.Geometry.image_size': (64, 128),
-      'input_pipeline.maskrcnn.Geometry.short_side': 60,
-      'input_pipeline.maskrcnn.Geometry.long_side_max': 120,
-      'input_pipeline.maskrcnn.Geometry.gt_mask_size': 12,
-      'input_pipeline.maskrcnn.Geometry.max_instances': 4, **SHORT})
-  assert_trained(done, model_dir, 4)
-
-
-def test_minigo_quickstart_trains_under_the_tpu_build(tmp_path):
-  # Self-play's searches in host processes spawned from the TPU build's
-  # Python, their leaves evaluated by the training process (the default
-  # SELFPLAY_INFERENCE = 'device'); the games against the target
-  # (OpenSpiel's MCTS, from requirements-tpu.txt) in NumPy in host
-  # processes; training on the device.
-  model_dir = str(tmp_path / 'minigo')
-  done = train('minigo_quickstart.gin', model_dir, {
-      'BOARD_SIZE': 5, 'TRUNK_LAYERS': 1, 'CONV_WIDTH': 8, 'FC_WIDTH': 8,
-      'GAMES_PER_GENERATION': 4, 'NUM_READOUTS': 4, 'CONCURRENT_GAMES': 2,
-      'STEPS_PER_GENERATION': 4, 'STEPS_PER_LOOP': 2, 'TRAIN_EPOCHS': 1,
-      'GLOBAL_BATCH_SIZE': 8, 'EVAL_GAMES': 2, 'EVAL_READOUTS': 4,
-      'TARGET_SIMULATIONS': 2, 'EVAL_EVERY_STEPS': 4})
-  assert_trained(done, model_dir, 4)
-  assert os.path.exists(os.path.join(model_dir, 'generations', '000000',
-                                     'done-w0.json'))
+def test_the_notebooks_tpu_branch_builds_the_environment_in_its_kernel(
+    quickstart_data, tmp_path, monkeypatch):
+  """Colab's TPU runtime as the notebook meets it: a Python with a kernel
+  and no TensorFlow. The set-up cell's TPU branch (INSTALL = True, TPU =
+  'local') builds the suite's TPU environment into the kernel's own Python
+  with tools/tpu_venv.py --python; the rest of the notebook then trains,
+  checks, exports and serves ResNet on tensorflow-tpu's CPU kernels (no
+  TPU here: TPU is set back to '' after the set-up)."""
+  from tests import test_notebook
+  colab = tmp_path / 'colab'
+  subprocess.run([sys.executable, '-m', 'venv', str(colab)], check=True)
+  python = tpu_venv.venv_python(str(colab))
+  pins = tpu_venv.pins(os.path.join(helpers.ROOT, 'requirements-test.txt'))
+  subprocess.run([python, '-m', 'pip', 'install', '-q',
+                  f'ipykernel=={pins["ipykernel"]}'], check=True,
+                 timeout=helpers.HANG_SECONDS)
+  assert 'tensorflow' not in tpu_venv.installed(python)
+  kernels = tmp_path / 'jupyter' / 'kernels' / 'colab'
+  kernels.mkdir(parents=True)
+  (kernels / 'kernel.json').write_text(json.dumps({
+      'argv': [python, '-m', 'ipykernel_launcher', '-f',
+               '{connection_file}'],
+      'display_name': 'a Python without TensorFlow', 'language': 'python'}))
+  monkeypatch.setenv('JUPYTER_PATH', str(tmp_path / 'jupyter'))
+  monkeypatch.setenv('TPU_LOAD_LIBRARY', '0')
+  params = [f'{k} = {v}' for k, v in
+            tiny_quickstarts.bindings('resnet', quickstart_data).items()]
+  nb, error = test_notebook.execute(
+      test_notebook.TEMPLATE,
+      f"INSTALL = True\nTPU = 'local'\nDATA_DIR = {quickstart_data!r}\n"
+      f'LOADGEN_MS = 1000\nGIN_PARAMS = {params!r}', tmp_path,
+      kernel_name='colab', after_setup="TPU = ''  # No TPU here.")
+  everything = '\n'.join(test_notebook.text_of(c) for c in nb.cells
+                         if c.cell_type == 'code')
+  assert error is None, everything[-4000:]
+  found = tpu_venv.installed(python)
+  assert found['tensorflow-tpu'] == '2.20.0'
+  assert not set(tpu_venv.OTHER_TENSORFLOWS) & set(found)
+  assert 'suite: ' in everything and 'TPU: local' in everything
+  assert ' at step 4, time to train' in everything
+  assert f'FP32: {test_notebook.SERVED}' in everything
