@@ -26,7 +26,9 @@ def test_tensorflow_tpu_and_its_libtpu_are_pinned_as_a_pair():
   assert MAIN['libtpu'] == '0.0.14'
   assert MAIN['tensorboard'].startswith('2.20.')
   assert not set(tpu_venv.OTHER_TENSORFLOWS) & set(MAIN)
-  assert COUPLED == {'tensorflow-text': '2.20.0'}
+  # 2.20.1, not 2.20.0: the first 2.20 with wheels for Python 3.13, Colab's
+  # since 2026-08-25 (the notebooks' TPU branch installs this file there).
+  assert COUPLED == {'tensorflow-text': '2.20.1'}
 
 
 def good_environment():
@@ -44,7 +46,7 @@ def test_a_correct_environment_passes():
     ({'libtpu': '0.0.52'}, 'libtpu is 0.0.52, requirements-tpu.txt pins '
      '0.0.14'),
     ({'tensorflow-text': '2.21.1'}, 'tensorflow-text is 2.21.1, '
-     'requirements-tpu-nodeps.txt pins 2.20.0'),
+     'requirements-tpu-nodeps.txt pins 2.20.1'),
     ({'tensorflow-tpu': None}, 'tensorflow-tpu is missing'),
 ])
 def test_a_wrong_environment_is_named(change, message):
@@ -60,7 +62,7 @@ def test_a_wrong_environment_is_named(change, message):
 
 def test_a_coupled_package_for_another_tensorflow_is_named():
   problems = tpu_venv.distribution_problems(
-      good_environment(), MAIN, {'tensorflow-text': '2.20.0',
+      good_environment(), MAIN, {'tensorflow-text': '2.20.1',
                                  'tf-keras': '2.19.0'})
   assert problems == ['tf-keras is missing, requirements-tpu-nodeps.txt pins '
                       '2.19.0']

@@ -121,3 +121,44 @@ def test_the_notebooks_tpu_branch_builds_the_environment_in_its_kernel(
   assert 'suite: ' in everything and 'TPU: local' in everything
   assert ' at step 4, time to train' in everything
   assert f'FP32: {test_notebook.SERVED}' in everything
+
+
+# Colab's runtime Python since 2026-08-25 (googlecolab/colabtools#6081,
+# "Upgrade to Python 3.13"; 3.12 before it: #5483).
+COLAB_PYTHON = '3.13'
+MANYLINUX = ('manylinux2014', 'manylinux_2_17', 'manylinux_2_27',
+             'manylinux_2_28', 'manylinux_2_31', 'manylinux_2_34',
+             'manylinux_2_35')
+
+
+@pytest.mark.parametrize('files', [
+    ('requirements-tpu.txt',),
+    ('requirements.txt', 'requirements-inference.txt',
+     'requirements-bert.txt', 'requirements-transformer.txt',
+     'requirements-ssd.txt', 'requirements-minigo.txt',
+     'requirements-cloud.txt'),
+], ids=['tpu', 'cpu'])
+def test_the_notebooks_requirements_install_on_colabs_python(files,
+                                                             tmp_path):
+  """What the notebooks install on Colab (tools/notebook/quickstarts.py:
+  the TPU environment's files on its TPU runtime, the model's files on a
+  CPU one) resolves to binary wheels for Colab's Python, with their
+  dependencies (pip's resolver for that interpreter, nothing installed):
+  this machine's Python is 3.11. requirements-tpu-nodeps.txt goes in with
+  --no-deps, so alone."""
+  platforms = [a for tag in MANYLINUX for a in ('--platform',
+                                                f'{tag}_x86_64')]
+  abi = 'cp' + COLAB_PYTHON.replace('.', '')
+  for group, deps in ((files, []), (('requirements-tpu-nodeps.txt',),
+                                    ['--no-deps'])):
+    if 'requirements-tpu.txt' not in files and deps:
+      continue
+    done = subprocess.run(
+        [sys.executable, '-m', 'pip', 'install', '-q', '--dry-run',
+         '--ignore-installed', '--only-binary=:all:', *deps,
+         f'--python-version={COLAB_PYTHON}', '--implementation=cp',
+         f'--abi={abi}', *platforms, f'--target={tmp_path}',
+         *[a for f in group for a in ('-r', f)]],
+        cwd=helpers.ROOT, capture_output=True, text=True,
+        timeout=helpers.HANG_SECONDS)
+    assert done.returncode == 0, done.stderr[-3000:]
