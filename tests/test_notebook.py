@@ -133,7 +133,10 @@ def test_the_quickstart_table_matches_the_gin_files_and_makefile():
 SERVED = 'Offline performance: VALID for its own settings; shorter than the '
 
 
-@pytest.mark.slow  # A kernel, a run, an export and the LoadGen each.
+# A kernel, TensorFlow's import, a run, an export and the LoadGen each:
+# 10-40 s, GNMT about 50 s alone (its export traces the beam search, and
+# its accuracy run decodes the held-out pairs).
+@pytest.mark.slow
 @pytest.mark.parametrize('model', sorted(set(quickstarts.QUICKSTARTS)
                                          - {'resnet'}))
 def test_each_models_notebook_runs_headless(model, request, tmp_path):

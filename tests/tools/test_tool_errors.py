@@ -149,6 +149,9 @@ CASES = {
     'package of inference runs without their record': (
         'tools.package', lambda t: ['inference', f'{t}', f'--output={t}/out'],
         'has no submission.json: package the folder that'),
+    'notebooks written with an unknown flag': (
+        'tools.write_notebooks', lambda t: ['--force'],
+        'error: the one flag is --check.'),
     'submission runs without v0.5 settings': (
         'inference.run', lambda t: [
             '--gin_file=mobilenet_quickstart.gin', '--noop_backend',
