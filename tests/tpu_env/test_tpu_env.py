@@ -117,7 +117,9 @@ def test_the_notebooks_tpu_branch_builds_the_environment_in_its_kernel(
   assert error is None, everything[-4000:]
   found = tpu_venv.installed(python)
   assert found['tensorflow-tpu'] == '2.20.0'
-  assert not set(tpu_venv.OTHER_TENSORFLOWS) & set(found)
+  assert tpu_venv.distribution_problems(found, *(
+      tpu_venv.pins(os.path.join(helpers.ROOT, f))
+      for f in (tpu_venv.REQUIREMENTS, tpu_venv.COUPLED))) == []
   assert 'suite: ' in everything and 'TPU: local' in everything
   assert ' at step 4, time to train' in everything
   assert f'FP32: {test_notebook.SERVED}' in everything

@@ -30,8 +30,8 @@ class Quickstart:
     marker: the file its builder writes last: present, the data is whole.
     builder: 'module:function' called with the folder, then `builder_args`.
     builder_args: keyword arguments of the builder.
-    data_files: macros bound to a file inside the data folder
-      ({'VOCAB_FILE': 'vocab.txt'}).
+    data_files: (macro, file name) pairs: macros bound to a file inside
+      the data folder ((('VOCAB_FILE', 'vocab.txt'),)).
     modules: modules it imports that the core install leaves out (their
       requirements files: core/extras.py).
     training_benchmark: MLPerf Training v0.7 has it (the compliance
