@@ -163,11 +163,37 @@ def convert(saved_model: str, calibration: list[dict], precision: str,
   return len(content)
 
 
+def held_out_calibration(*, gin_files: list[str], gin_params: list[str],
+                         calibration_dataset: str, dataset: str,
+                         count: int) -> tuple[list[dict], tuple]:
+  """The first `count` samples of `calibration_dataset` (the eval files'
+  format), checked to be none of `dataset`'s accuracy samples, and the
+  task's float_outputs; main and the notebooks' INT8 step use it.
+
+  Raises:
+    ValueError: no calibration records, or one is an accuracy sample.
+  """
+  gin.clear_config()
+  cal_task = inference_run.load_task(gin_files, gin_params,
+                                     calibration_dataset)
+  if not tf.io.gfile.glob(cal_task.data.eval_files):
+    raise ValueError(f'No calibration records match '
+                     f'{cal_task.data.eval_files}: --calibration_dataset '
+                     'holds them in the eval files\' format (`make data` '
+                     'writes data/quickstart/calibration).')
+  calibration = first_samples(cal_task, count)
+  gin.clear_config()
+  accuracy_task = inference_run.load_task(gin_files, gin_params, dataset)
+  accuracy_task.data.check()
+  check_held_out(calibration, accuracy_task)
+  return calibration, getattr(cal_task, 'float_outputs', ())
+
+
 def main(argv):
   del argv
   f = flags.FLAGS
   gin_files = gin_config.resolve_gin_files(f.gin_file, f.gin_search_paths)
-  calibration = []
+  calibration, float_outputs = [], ()
   if f.precision == 'int8':
     if not f.calibration_dataset:
       raise ValueError('--precision=int8 needs --calibration_dataset (a '
@@ -175,21 +201,10 @@ def main(argv):
     if f.calibration_count < 1:
       raise ValueError('--calibration_count must be >= 1, got '
                        f'{f.calibration_count}.')
-    gin.clear_config()
-    cal_task = inference_run.load_task(gin_files, f.gin_param,
-                                       f.calibration_dataset)
-    if not tf.io.gfile.glob(cal_task.data.eval_files):
-      raise ValueError(f'No calibration records match '
-                       f'{cal_task.data.eval_files}: --calibration_dataset '
-                       'holds them in the eval files\' format (`make data` '
-                       'writes data/quickstart/calibration).')
-    calibration = first_samples(cal_task, f.calibration_count)
-    gin.clear_config()
-    accuracy_task = inference_run.load_task(gin_files, f.gin_param, f.dataset)
-    accuracy_task.data.check()
-    check_held_out(calibration, accuracy_task)
-  float_outputs = (getattr(cal_task, 'float_outputs', ())
-                   if f.precision == 'int8' else ())
+    calibration, float_outputs = held_out_calibration(
+        gin_files=gin_files, gin_params=f.gin_param,
+        calibration_dataset=f.calibration_dataset, dataset=f.dataset,
+        count=f.calibration_count)
   size = convert(f.saved_model, calibration, f.precision, f.output,
                  float_outputs)
   print(f'Wrote {f.output}: {f.precision}, {size / 1e6:.2f} MB'
