@@ -1,8 +1,8 @@
-"""GNMT's LSTM layer (models/gnmt/model.lstm_layer: their build_rnn loop as a
-tf.scan, the input's share of the gates computed for all steps at once)
-against Keras' `LSTM` layer at the same shapes: one layer's forward and
-gradients (of the weights and the input), interleaved medians and their
-ratio.
+"""GNMT's LSTM layer (models/gnmt/lstm.lstm_layer: their build_rnn loop with
+its gradient written out, the input's share of the gates computed for all
+steps at once) against Keras' `LSTM` layer at the same shapes: one layer's
+forward and gradients (of the weights and the input), interleaved medians
+and their ratio.
 
     python -m benchmarks.gnmt_lstm [--batch=64] [--units=128,256]
         [--length=18,48] [--rounds=11]
@@ -34,8 +34,7 @@ def runners(batch: int, length: int, units: int) -> dict:
   def ours():
     with tf.GradientTape() as tape:
       tape.watch(x)
-      gates = tf.einsum('tbf,fd->tbd', x, input_kernel)
-      h = gnmt.lstm_layer(gates, kernel, bias, tf.constant(length))
+      h = gnmt.lstm_layer(x, input_kernel, kernel, bias, tf.constant(length))
       loss = tf.reduce_sum(h)
     grads = tape.gradient(loss, [x, input_kernel, kernel, bias])
     return tf.add_n([tf.reduce_sum(g) for g in grads])

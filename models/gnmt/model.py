@@ -9,9 +9,10 @@ a NumPy version of their sequence:
 - `lstm_step`: their `lstm_cell_gate` + `lstm_cell_split`: the gates of
   x W_x + h W_h + b split as (i, j, f, o), forget bias 0, both state
   halves multiplied by the step's padding mask;
-- `lstm_layer`: their `build_rnn` over `lstm_cell`: the steps below the
-  batch's longest sequence, forward or backward from its last step, every
-  later step's output zero;
+- `lstm_layer` (models/gnmt/lstm.py, its gradient written out): their
+  `build_rnn` over `lstm_cell`: the steps below the batch's longest
+  sequence, forward or backward from its last step, every later step's
+  output zero;
 - `normalized_bahdanau`: their `attention` (GNMT v2's normalized
   Bahdanau): score = sum(g v / |v| tanh(keys + h W_q + b)), -inf past the
   source length, softmax over source positions, context = alignments x
@@ -29,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from models.common import layers
+from models.gnmt.lstm import lstm_layer
 
 
 def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
@@ -55,12 +57,11 @@ def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
   return new_h, new_c
 
 
-def _over_time(cell, inputs, state, outputs, longest, reverse=False):
+def _over_time(cell, inputs, state, outputs, longest):
   """Their `build_rnn`'s loop: `cell(state, x)` -> state at the steps
-  below `longest` (forward, or backward from longest - 1); at the later
-  steps the state is kept and the outputs are zero. Every step runs (static
-  shapes), so a backward loop's state is still the initial one when it
-  reaches longest - 1, where theirs starts.
+  below `longest`; at the later steps the state is kept and the outputs are
+  zero. Every step runs (static shapes). (The decoder's attention layer's
+  loop; the other layers' is models/gnmt/lstm.py.)
 
   The loop carries the state alone and the outputs are picked from the
   stacked states after it: in the loop's gradient no tensor of a step has
@@ -86,42 +87,10 @@ def _over_time(cell, inputs, state, outputs, longest, reverse=False):
                  for n, o in zip(cell(carry, tuple(x)), carry))
 
   steps = tf.range(tf.shape(inputs[0])[0])
-  states = tf.scan(step, (*inputs, steps), initializer=state,
-                   reverse=reverse)
+  states = tf.scan(step, (*inputs, steps), initializer=state)
   run = tf.reshape(steps < longest, [-1, 1, 1])
   return tuple(tf.where(run, states[i], tf.zeros_like(states[i]))
                for i in outputs)
-
-
-def lstm_layer(gate_inputs, kernel, bias, max_length, padding=None,
-               reverse: bool = False):
-  """An LSTM over time from a zero state, as their `build_rnn` drives it.
-
-  Args:
-    gate_inputs: [time, batch, 4 units], x W_x for every step.
-    kernel: [units, 4 units]; bias: [4 units].
-    max_length: the batch's longest sequence: steps from it on are not
-      run (their outputs are zero), and a backward layer starts at
-      max_length - 1.
-    padding: [time, batch], 1 inside each sequence (their backward encoder
-      layer passes it, so each sequence's backward state starts at its own
-      last token); None: no mask.
-    reverse: run from the last step to the first.
-
-  Returns:
-    h of every step, [time, batch, units].
-  """
-  batch = gate_inputs.shape[1] or tf.shape(gate_inputs)[1]  # None: serving.
-  dtype = gate_inputs.dtype
-  inputs = (gate_inputs,) if padding is None else (
-      gate_inputs, tf.cast(padding, dtype))
-
-  def cell(state, x):  # No mask to multiply when there is no padding.
-    return lstm_step(x[0], *state, kernel, bias, *x[1:])
-
-  zeros = tf.zeros([batch, kernel.shape[0]], dtype)
-  return _over_time(cell, inputs, (zeros, zeros), (0,), max_length,
-                    reverse)[0]
 
 
 def normed_score_vector(v, g):
@@ -183,14 +152,13 @@ def encoder(emb, source_mask, weights, drop=None):
   longest = _longest(source_mask)
   emb = drop(emb)
   (fw_x, fw_k, fw_b), (bw_x, bw_k, bw_b) = weights['fw'], weights['bw']
-  forward = lstm_layer(_project(emb, fw_x), fw_k, fw_b, longest)
-  backward = lstm_layer(_project(emb, bw_x), bw_k, bw_b, longest,
-                        source_mask, reverse=True)
+  forward = lstm_layer(emb, fw_x, fw_k, fw_b, longest)
+  backward = lstm_layer(emb, bw_x, bw_k, bw_b, longest, source_mask,
+                        reverse=True)
   out = tf.concat([forward, backward], -1) * mask
   for i, (input_kernel, kernel, bias) in enumerate(weights['uni']):
     below = out
-    out = lstm_layer(_project(drop(out), input_kernel), kernel, bias,
-                     longest)
+    out = lstm_layer(drop(out), input_kernel, kernel, bias, longest)
     if i > 0:
       out += below
   return out * mask
@@ -237,7 +205,7 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
   for i, (input_kernel, kernel, bias) in enumerate(weights['layers']):
     below = out
     inputs = drop(tf.concat([out, contexts[i]], -1))
-    out = lstm_layer(_project(inputs, input_kernel), kernel, bias, longest)
+    out = lstm_layer(inputs, input_kernel, kernel, bias, longest)
     if i > 0:
       out += below
   return out * mask

@@ -94,26 +94,75 @@ def their_build_rnn(x_w, kernel, bias, max_length, padding, reverse):
   return out
 
 
-def test_lstm_layer_runs_their_loop_forward_and_backward():
-  rng = np.random.default_rng(3)
-  time, batch, units = 6, 3, 2
-  x_w = rng.normal(size=(time, batch, 4 * units)).astype(np.float32)
+def _layer_case(seed=3):
+  rng = np.random.default_rng(seed)
+  time, batch, features, units = 6, 3, 5, 2
+  x = rng.normal(size=(time, batch, features)).astype(np.float32)
+  input_kernel = rng.normal(size=(features, 4 * units)).astype(np.float32)
   kernel = rng.normal(size=(units, 4 * units)).astype(np.float32)
   bias = rng.normal(size=4 * units).astype(np.float32)
   lengths = np.array([4, 2, 3])
   padding = (np.arange(time)[:, None] < lengths[None]).astype(np.float32)
-  max_length = int(lengths.max())
+  return x, (input_kernel, kernel, bias), padding, int(lengths.max())
+
+
+def test_lstm_layer_runs_their_loop_forward_and_backward():
+  x, (input_kernel, kernel, bias), padding, max_length = _layer_case()
+  x_w = np.einsum('tbf,fd->tbd', x, input_kernel)
   for reverse, pad in ((False, None), (True, padding), (True, None)):
-    got = gnmt.lstm_layer(x_w, kernel, bias, max_length, pad, reverse)
+    got = gnmt.lstm_layer(x, input_kernel, kernel, bias, max_length, pad,
+                          reverse)
     want = their_build_rnn(x_w, kernel, bias, max_length, pad, reverse)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert not np.any(got.numpy()[max_length:])  # Past the longest: zero.
   # Backward with padding: each sequence starts at its own last token, so
   # the short one's state equals a run over its tokens alone.
   alone = their_build_rnn(x_w[:2, 1:2], kernel, bias, 2, None, True)
-  got = gnmt.lstm_layer(x_w, kernel, bias, max_length, padding, True)
+  got = gnmt.lstm_layer(x, input_kernel, kernel, bias, max_length, padding,
+                        True)
   np.testing.assert_allclose(got.numpy()[:2, 1:2], alone, rtol=1e-5,
                              atol=1e-6)
+
+
+def _differentiated_loop(x, input_kernel, kernel, bias, max_length, padding,
+                         reverse):
+  """Their loop over `lstm_step` in Python, for automatic differentiation."""
+  time, batch, _ = x.shape
+  h = c = tf.zeros([batch, kernel.shape[0]])
+  out = [tf.zeros_like(h)] * time
+  for t in (range(max_length - 1, -1, -1) if reverse else range(max_length)):
+    pad = None if padding is None else padding[t]
+    h, c = gnmt.lstm_step(tf.matmul(x[t], input_kernel), h, c, kernel, bias,
+                          pad)
+    out[t] = h
+  return tf.stack(out)
+
+
+def test_lstm_layer_gradients_are_automatic_differentiations():
+  """The layer's written-out gradient against TensorFlow's of the same
+  loop, for the input, both kernels and the bias, forward, backward and
+  masked, the longest shorter than the time axis and equal to it, eager
+  and traced."""
+  x, weights, padding, max_length = _layer_case(seed=4)
+  args = [tf.constant(a) for a in (x, *weights)]
+  upstream = tf.constant(np.random.default_rng(5).normal(
+      size=(x.shape[0], x.shape[1], weights[1].shape[0])).astype(np.float32))
+
+  def gradients(layer, *rest):
+    with tf.GradientTape() as tape:
+      tape.watch(args)
+      loss = tf.reduce_sum(layer(*args, *rest) * upstream)
+    return tape.gradient(loss, args)
+
+  traced = tf.function(lambda *a: gradients(gnmt.lstm_layer, *a))
+  for longest in (max_length, x.shape[0]):
+    for reverse, pad in ((False, None), (True, padding), (True, None),
+                         (False, padding)):
+      want = gradients(_differentiated_loop, longest, pad, reverse)
+      for got in (gradients(gnmt.lstm_layer, longest, pad, reverse),
+                  traced(tf.constant(longest), pad, reverse)):
+        for g, w in zip(got, want):
+          np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 def their_attention_rnn(x_w, a, keys, values, seq_mask, max_length):
