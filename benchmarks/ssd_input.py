@@ -11,7 +11,10 @@ on the same records and cores:
   ours: CocoInput.train_dataset for SSD300 (Google's crop, flip, colour
         jitter, resize to 300, targets for the 8,732 default boxes, batch
         32).
-Prints images/s of each and their ratio.
+Prints images/s of each and their ratio, then where ours spends an image:
+each stage of CocoInput's training example timed alone, an image at a
+time (`--profile_images`; milliseconds of one call, a function call's
+floor included and printed).
 """
 
 import json
@@ -71,6 +74,58 @@ def images_per_second(dataset, batches: int) -> float:
   return batches * BATCH / (time.perf_counter() - start)
 
 
+def stage_profile(root: str, count: int) -> list:
+  """(stage, ms an image) of train_example's stages, each alone."""
+  with open(os.path.join(root, 'instances.json')) as f:
+    annotations = json.load(f)['annotations']
+  boxes = {}
+  for a in annotations:
+    x, y, w, h = a['bbox']
+    boxes.setdefault(a['image_id'], []).append(
+        [y / 480, x / 640, (y + h) / 480, (x + w) / 640])
+  anchors = tf.constant(ssd_boxes.default_boxes(ssd_boxes.Geometry()))
+  examples = []
+  for i in range(1, count + 1):
+    with open(os.path.join(root, 'images', f'{i}.jpg'), 'rb') as f:
+      jpeg = tf.constant(f.read())
+    b = tf.constant(np.array(boxes[i], np.float32))
+    seed = tf.constant([0, i], tf.int64)
+    window, _ = coco.crop_window(b, seed)
+    examples.append((jpeg, b, tf.range(1, len(boxes[i]) + 1), seed, window))
+  image = tf.random.uniform([300, 300, 3])
+  # Each stage takes only the tensors it needs (whose shapes do not vary),
+  # so each traces once.
+  stages = {
+      'a function call (the floor)': (lambda seed: seed + 0, (3,)),
+      'decode, the whole JPEG': (
+          lambda jpeg: tf.io.decode_jpeg(jpeg, channels=3), (0,)),
+      'crop search': (coco.crop_window, (1, 3)),
+      'decode the window + resize to 300 (+ flip)': (
+          lambda jpeg, window: coco.decode_window(jpeg, window,
+                                                  tf.constant(True), 300),
+          (0, 4)),
+      'colour jitter': (lambda seed: coco.color_jitter(image, seed), (3,)),
+      'targets for 8,732 boxes (the uncropped boxes)': (
+          lambda b, labels: ssd_boxes.assign_targets(b, labels, anchors),
+          (1, 2)),
+      'the whole example': (
+          lambda jpeg, b, labels, seed: coco.train_example(
+              jpeg, b, labels, seed, anchors=anchors, size=300), (0, 1, 2, 3)),
+  }
+  out = []
+  for name, (fn, picks) in stages.items():
+    fn = tf.function(fn)
+    calls = [[e[k] for k in picks] for e in examples]
+    for args in calls[:2]:
+      fn(*args)
+    start = time.perf_counter()
+    for args in calls:
+      result = fn(*args)
+    tf.nest.map_structure(lambda t: t.numpy(), result)
+    out.append((name, (time.perf_counter() - start) / count * 1e3))
+  return out
+
+
 def main(argv):
   del argv
   if FLAGS.images < BATCH:
@@ -104,6 +159,11 @@ def main(argv):
   for k, v in med.items():
     print(f'  {k:10s} {v:7.1f} images/s')
   print(f'  ours / raw decode: {med["ours"] / med["raw decode"]:.2f}')
+  print(f'--- where an image goes, each stage alone ({FLAGS.profile_images} '
+        'images, ms of one call)')
+  for name, ms in stage_profile(root, min(FLAGS.profile_images,
+                                          FLAGS.images)):
+    print(f'  {name:45s} {ms:6.2f}')
   print(common.page_rows([(
       'input pipeline, one host', f'{med["ours"]:,.0f} images/s',
       f'raw `decode_jpeg` {med["raw decode"]:,.0f} images/s',
@@ -113,5 +173,6 @@ def main(argv):
 if __name__ == '__main__':
   flags.DEFINE_integer('images', 256, 'Images written and read.')
   flags.DEFINE_integer('rounds', 3, 'Interleaved rounds.')
+  flags.DEFINE_integer('profile_images', 64, 'Images of the stage profile.')
   entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.
   app.run(entry_point.tool_main(main))

@@ -112,9 +112,13 @@ def crop_proposal(boxes, heights, widths, tops, lefts, min_iou):
   return tf.reduce_any(chosen), window, kept
 
 
-def ssd_crop(image, boxes, classes, seed, size: int):
-  """Google's IoU-biased random crop, resized to size x size (float32,
-  the image's own value range)."""
+def crop_window(boxes, seed):
+  """Google's IoU-biased random crop, its search only (no pixels).
+
+  Returns:
+    (window [ymin, xmin, ymax, xmax] normalised, kept [N] bool: the boxes
+    whose centre lies inside it).
+  """
 
   def one_pass(done, window, kept, round_):
     pass_seed = tf.random.experimental.stateless_fold_in(seed, round_)
@@ -136,16 +140,53 @@ def ssd_crop(image, boxes, classes, seed, size: int):
   done, window, kept, _ = tf.while_loop(
       lambda done, *_: tf.logical_not(done), one_pass, start,
       maximum_iterations=MAX_CROP_ROUNDS)
-  window = tf.where(done, window, [0.0, 0.0, 1.0, 1.0])
-  kept = tf.where(done, kept, tf.ones_like(kept))
-  boxes, classes = tf.boolean_mask(boxes, kept), tf.boolean_mask(classes, kept)
-  clipped = tf.concat([tf.maximum(boxes[:, :2], window[:2]),
-                       tf.minimum(boxes[:, 2:], window[2:])], axis=1)
-  origin = tf.tile(window[:2], [2])
-  extent = tf.tile(window[2:] - window[:2], [2])
-  image = tf.image.crop_and_resize(image[None], window[None], [0],
-                                   [size, size])[0]
-  return image, (clipped - origin) / extent, classes
+  return (tf.where(done, window, [0.0, 0.0, 1.0, 1.0]),
+          tf.where(done, kept, tf.ones_like(kept)))
+
+
+# decode_window decodes a region of whole 16-pixel blocks (the largest JPEG
+# MCU) with a block's margin around the pixels the resize reads: the
+# decoder's chroma upsampling at a region's edge reads past it, so pixels
+# within a few of the edge may differ from a whole decode's; a block in,
+# they are the same (a test holds them equal).
+_JPEG_BLOCK = 16
+
+
+def _decoded_span(start, end, size):
+  """[first, length) of whole blocks covering pixels start..end with a
+  block's margin, within [0, size)."""
+  first = tf.maximum(0, (start - _JPEG_BLOCK) // _JPEG_BLOCK * _JPEG_BLOCK)
+  last = tf.minimum(size, (end + 2 * _JPEG_BLOCK) // _JPEG_BLOCK * _JPEG_BLOCK)
+  return first, last - first
+
+
+def decode_window(jpeg, window, flip, size: int):
+  """The crop of `window` of a JPEG, resized to size x size by
+  `tf.image.crop_and_resize` (float32, 0-255), mirrored left-right if
+  `flip`: the values of the crop and resize of the whole decoded image,
+  decoding only the blocks around the window, and the flip as the window's
+  mirror (crop_and_resize samples x2 to x1 when x1 > x2)."""
+  shape = tf.io.extract_jpeg_shape(jpeg)
+  height, width = shape[0], shape[1]
+  # The rows and columns the bilinear resize reads: floor(y1 (H - 1)) to
+  # ceil(y2 (H - 1)), in the whole image's pixel coordinates.
+  scale = tf.cast(tf.stack([height, width, height, width]) - 1, tf.float32)
+  pixels = window * scale
+  top, height_d = _decoded_span(tf.cast(tf.floor(pixels[0]), tf.int32),
+                                tf.cast(tf.math.ceil(pixels[2]), tf.int32),
+                                height)
+  left, width_d = _decoded_span(tf.cast(tf.floor(pixels[1]), tf.int32),
+                                tf.cast(tf.math.ceil(pixels[3]), tf.int32),
+                                width)
+  region = tf.image.decode_and_crop_jpeg(
+      jpeg, tf.stack([top, left, height_d, width_d]), channels=3)
+  origin = tf.cast(tf.stack([top, left, top, left]), tf.float32)
+  extent = tf.cast(tf.stack([height_d, width_d, height_d, width_d]) - 1,
+                   tf.float32)
+  box = (pixels - origin) / tf.maximum(extent, 1.0)
+  box = tf.where(flip, tf.gather(box, [0, 3, 2, 1]), box)
+  return tf.image.crop_and_resize(region[None], box[None], [0],
+                                  [size, size])[0]
 
 
 def color_jitter(image, seed):
@@ -158,13 +199,25 @@ def color_jitter(image, seed):
   return tf.image.stateless_random_hue(image, 0.05, s[3])
 
 
-def train_example(image, boxes, classes, seed, *, anchors, size: int):
-  """Crop, /255, flip, jitter and targets for one decoded uint8 image."""
+def train_example(jpeg, boxes, classes, seed, *, anchors, size: int):
+  """Google's crop, resize, /255, flip, jitter and targets for one JPEG.
+
+  Args:
+    jpeg: the encoded image (a scalar string).
+    boxes: [N, 4] normalised corner boxes; classes: [N] labels.
+    seed: [2] int64, the example's stateless seed.
+    anchors: the model's default boxes; size: its image side.
+  """
   s = tf.random.experimental.stateless_split(seed, 3)
-  image, boxes, classes = ssd_crop(image, boxes, classes, s[0], size)
-  image = image / 255.0
+  window, kept = crop_window(boxes, s[0])
+  boxes, classes = tf.boolean_mask(boxes, kept), tf.boolean_mask(classes, kept)
+  clipped = tf.concat([tf.maximum(boxes[:, :2], window[:2]),
+                       tf.minimum(boxes[:, 2:], window[2:])], axis=1)
+  origin = tf.tile(window[:2], [2])
+  extent = tf.tile(window[2:] - window[:2], [2])
+  boxes = (clipped - origin) / extent
   flip = tf.random.stateless_uniform([], s[1]) < 0.5
-  image = tf.where(flip, image[:, ::-1], image)
+  image = decode_window(jpeg, window, flip, size) / 255.0
   boxes = tf.where(flip, tf.stack([boxes[:, 0], 1 - boxes[:, 3], boxes[:, 2],
                                    1 - boxes[:, 1]], axis=1), boxes)
   image = color_jitter(image, s[2])
@@ -294,9 +347,8 @@ class CocoInput:
 
     @records.no_autograph
     def preprocess(epoch, index, jpeg, boxes, labels):
-      image = tf.io.decode_jpeg(jpeg, channels=3)
       seed = tf.stack([host_seed, epoch * 2**32 + index])
-      return train_example(image, boxes, labels, seed, anchors=anchors,
+      return train_example(jpeg, boxes, labels, seed, anchors=anchors,
                            size=size)
 
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,

@@ -103,6 +103,12 @@ def to_corners(centred):
   return tf.stack([cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2], axis=-1)
 
 
+def corners_of(centred: np.ndarray) -> np.ndarray:
+  """`to_corners` in NumPy (the same float32 arithmetic)."""
+  cy, cx, h, w = np.moveaxis(np.asarray(centred, np.float32), -1, 0)
+  return np.stack([cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2], axis=-1)
+
+
 def iou(boxes_a, boxes_b):
   """[N, M] IoU of [N, 4] and [M, 4] corner boxes (0 where they do not
   intersect: object_detection's IouSimilarity)."""
@@ -143,11 +149,13 @@ def match(similarity, matched_threshold: float = MATCH_THRESHOLD,
   best = tf.reduce_max(similarity, 0)
   matches = tf.where(best < matched_threshold, -2, matches)
   matches = tf.where(best < unmatched_threshold, -1, matches)
+  rows = tf.shape(similarity)[0]
   forced_columns = tf.argmax(similarity, 1, output_type=tf.int32)
-  indicators = tf.one_hot(forced_columns, tf.shape(similarity)[1])
-  forced_rows = tf.argmax(indicators, 0, output_type=tf.int32)
-  forced = tf.cast(tf.reduce_max(indicators, 0), tf.bool)
-  return tf.where(forced, forced_rows, matches)
+  # Each column's lowest row among those whose best it is (none: the
+  # int32 maximum).
+  forced_rows = tf.math.unsorted_segment_min(
+      tf.range(rows), forced_columns, tf.shape(similarity)[1])
+  return tf.where(forced_rows < rows, forced_rows, matches)
 
 
 def encode(boxes, anchors, scales=BOX_CODER_SCALES):
@@ -188,9 +196,13 @@ def assign_targets(gt_boxes, gt_classes, anchors):
     0 where unmatched; matched default boxes, a float32 scalar).
   """
   num_boxes = anchors.shape[0]
+  # The anchors' corners once, not once an image, where they are constant.
+  static = tf.get_static_value(anchors)
+  corners = (tf.constant(corners_of(static)) if static is not None else
+             to_corners(anchors))
 
   def assigned():
-    matches = match(iou(gt_boxes, to_corners(anchors)))
+    matches = match(iou(gt_boxes, corners))
     matched = matches >= 0
     rows = tf.maximum(matches, 0)
     classes = tf.where(matched, tf.gather(gt_classes, rows), 0)

@@ -74,6 +74,40 @@ def make_input(data_dir, **kwargs):
                         **kwargs)
 
 
+def _jpeg(pixels, **options):
+  import io  # pylint: disable=import-outside-toplevel
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  out = io.BytesIO()
+  Image.fromarray(pixels).save(out, format='JPEG', **options)
+  return tf.constant(out.getvalue())
+
+
+def test_decode_window_is_the_crop_and_resize_of_the_whole_image():
+  """Decoding only the blocks around the window, and flipping by the
+  window's mirror, gives the values of crop_and_resize over the whole
+  decoded image (then reversed): JPEGs of each chroma layout, progressive,
+  grey, sides not multiples of 16, windows at the edges and tiny ones."""
+  rng = np.random.default_rng(7)
+  base = rng.integers(0, 255, (30, 40, 3)).astype(np.uint8)
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  photo = np.asarray(Image.fromarray(base).resize((333, 250)))
+  photo = np.clip(photo + rng.normal(0, 20, photo.shape), 0, 255).astype(
+      np.uint8)
+  jpegs = [_jpeg(photo, quality=90), _jpeg(photo, subsampling=0),
+           _jpeg(photo, progressive=True), _jpeg(photo[..., 0])]
+  windows = [[0, 0, 1, 1], [0.31, 0.07, 0.9, 0.55], [0.5, 0.5, 0.52, 0.53],
+             [0, 0.6, 0.4, 1], [0.7, 0, 1, 0.3]]
+  for jpeg in jpegs:
+    whole = tf.io.decode_jpeg(jpeg, channels=3)[None]
+    for window in windows:
+      want = tf.image.crop_and_resize(whole, [window], [0], [64, 64])[0]
+      for flip in (False, True):
+        got = coco.decode_window(jpeg, tf.constant(window, tf.float32),
+                                 tf.constant(flip), 64)
+        np.testing.assert_allclose(got, want[:, ::-1] if flip else want,
+                                   atol=0.02)
+
+
 def test_training_batches_carry_targets_for_every_default_box(ssd_data):
   data = make_input(ssd_data, deterministic=True, seed=3)
   data.check()
