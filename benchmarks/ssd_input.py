@@ -40,7 +40,9 @@ FLAGS = flags.FLAGS
 BATCH = 32
 
 
-def write_coco(root: str, count: int) -> str:
+def write_coco(root: str, count: int, masks: bool = False) -> str:
+  """`count` JPEGs with 7 boxes each and their COCO annotation file (with
+  `masks`, each box's inscribed octagon as its polygon)."""
   rng = np.random.default_rng(0)
   os.makedirs(os.path.join(root, 'images'))
   images, anns = [], []
@@ -55,9 +57,15 @@ def write_coco(root: str, count: int) -> str:
     for _ in range(7):
       w, h = rng.uniform(20, 300, 2)
       x, y = rng.uniform(0, 640 - w), rng.uniform(0, 480 - h)
-      anns.append({'id': len(anns) + 1, 'image_id': i,
-                   'category_id': int(rng.integers(1, 81)),
-                   'bbox': [x, y, w, h], 'area': w * h, 'iscrowd': 0})
+      ann = {'id': len(anns) + 1, 'image_id': i,
+             'category_id': int(rng.integers(1, 81)),
+             'bbox': [x, y, w, h], 'area': w * h, 'iscrowd': 0}
+      if masks:
+        angles = np.arange(8) * np.pi / 4
+        ann['segmentation'] = [np.stack(
+            [x + w / 2 * (1 + np.cos(angles)),
+             y + h / 2 * (1 + np.sin(angles))], 1).reshape(-1).tolist()]
+      anns.append(ann)
   path = os.path.join(root, 'instances.json')
   with open(path, 'w') as f:
     json.dump({'images': images, 'annotations': anns,

@@ -22,7 +22,8 @@ SCORE_THRESHOLD = 0.05
 def generate_detections(class_probs, box_outputs, rois, image_info,
                         image_ids, *, num_detections: int = 100,
                         pre_nms: int = 1000, nms_threshold: float = 0.5,
-                        weights=detectron_boxes.BOX_WEIGHTS):
+                        weights=detectron_boxes.BOX_WEIGHTS,
+                        fixed_shapes: bool = True):
   """[B, num_detections, 7] detections.
 
   Args:
@@ -31,6 +32,8 @@ def generate_detections(class_probs, box_outputs, rois, image_info,
     rois: [B, N, 4] the RoIs they refine.
     image_info: [B, >= 2]: the image's height and width on the network.
     image_ids: [B] the images' ids.
+    fixed_shapes: their tiled NMS (a TPU's), or proposals.greedy_nms's same
+      boxes.
   """
   _, num_rois, num_classes = class_probs.shape
   batch = tf.shape(class_probs)[0]  # Dynamic in a serving signature.
@@ -59,7 +62,7 @@ def generate_detections(class_probs, box_outputs, rois, image_info,
   flat_boxes = tf.reshape(class_boxes, [batch * fg, pre_nms, 4])
   flat_scores = tf.reshape(class_scores, [batch * fg, pre_nms])
   kept_scores, kept_boxes = proposals.padded_nms(
-      flat_scores, flat_boxes, num_detections, nms_threshold)
+      flat_scores, flat_boxes, num_detections, nms_threshold, fixed_shapes)
   kept_scores = tf.reshape(kept_scores, [batch, fg * num_detections])
   kept_boxes = tf.reshape(kept_boxes, [batch, fg * num_detections, 4])
   kept_classes = tf.repeat(tf.range(fg), num_detections)  # Row's class.

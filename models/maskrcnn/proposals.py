@@ -13,18 +13,26 @@ least the threshold; zeroed boxes are never kept); the kept boxes, up to
 Their NMS is their tiled `non_max_suppression_padded`; TensorFlow's
 `tf.image.non_max_suppression_padded` is the same algorithm (its IoU
 lacks their padding mask, which only boxes left of 0 trigger, and clipped
-proposals have none).
+proposals have none). That is the NMS of fixed shapes (a TPU's); elsewhere
+`greedy_nms` keeps the same boxes by TensorFlow's C++ kernel, an image at a
+time: the tiled loop's many small ops cost half a second of a 2-core CPU's
+training step.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from models.maskrcnn import detectron_boxes
 
 
-def padded_nms(scores, boxes, max_output: int, iou_threshold: float):
+def padded_nms(scores, boxes, max_output: int, iou_threshold: float,
+               fixed_shapes: bool = True):
   """Greedy NMS of [B, N] score-sorted boxes [B, N, 4]: (scores [B, max],
   boxes [B, max, 4]) of the boxes kept, in order, zeros after them (their
-  non_max_suppression_padded then gather_*_by_indices)."""
+  non_max_suppression_padded then gather_*_by_indices; `greedy_nms` unless
+  `fixed_shapes`)."""
+  if not fixed_shapes:
+    return greedy_nms(scores, boxes, max_output, iou_threshold)
   picked, valid = tf.image.non_max_suppression_padded(
       boxes, scores, max_output, iou_threshold=iou_threshold,
       pad_to_max_output_size=True, sorted_input=True,
@@ -35,9 +43,35 @@ def padded_nms(scores, boxes, max_output: int, iou_threshold: float):
                    0.0))
 
 
+def greedy_nms(scores, boxes, max_output: int, iou_threshold: float):
+  """`padded_nms`'s boxes by `tf.image.non_max_suppression`, an image at a
+  time: the same greedy pass in the input's order (the kernel ranks by
+  each box's place, not its score, so equal scores go in input order as
+  theirs), a box suppressed at IoU >= the threshold (the kernel's test is >:
+  the float below it), boxes of no positive coordinate never kept (theirs
+  skips them)."""
+  below = float(np.nextafter(np.float32(iou_threshold), np.float32(0)))
+  count = boxes.shape[1] or tf.shape(boxes)[1]
+  rank = tf.cast(tf.range(count, 0, -1), tf.float32)  # First is highest.
+
+  def one(image):
+    image_scores, image_boxes = image
+    keepable = tf.reduce_any(image_boxes > 0.0, axis=-1)
+    picked = tf.image.non_max_suppression(
+        image_boxes, tf.where(keepable, rank, 0.0), max_output,
+        iou_threshold=below, score_threshold=0.5)
+    pad = [[0, max_output - tf.shape(picked)[0]]]
+    return (tf.pad(tf.gather(image_scores, picked), pad),
+            tf.pad(tf.gather(image_boxes, picked), pad + [[0, 0]]))
+
+  return tf.map_fn(one, (scores, boxes), fn_output_signature=(
+      tf.TensorSpec([max_output], scores.dtype),
+      tf.TensorSpec([max_output, 4], boxes.dtype)))
+
+
 def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
                      post_nms_topn: int, nms_threshold: float,
-                     min_size: float):
+                     min_size: float, fixed_shapes: bool):
   batch = tf.shape(scores)[0]  # Dynamic in a serving signature.
   count = scores.shape[1] * scores.shape[2] * scores.shape[3]
   scores = tf.sigmoid(tf.reshape(tf.cast(scores, tf.float32),
@@ -54,7 +88,8 @@ def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
                                                height, width, scale)
   keep = min(k, post_nms_topn)
   if nms_threshold > 0:
-    scores, boxes = padded_nms(scores, boxes, keep, nms_threshold)
+    scores, boxes = padded_nms(scores, boxes, keep, nms_threshold,
+                               fixed_shapes)
   scores, top = tf.math.top_k(scores, k=keep)
   return scores, tf.gather(boxes, top, batch_dims=1)
 
@@ -62,7 +97,7 @@ def _level_proposals(scores, deltas, anchors, image_info, pre_nms_topn: int,
 def propose(score_outputs: dict, box_outputs: dict, anchors: dict,
             image_info, *, pre_nms_topn: int = 2000,
             post_nms_topn: int = 1000, nms_threshold: float = 0.7,
-            min_size: float = 0.0):
+            min_size: float = 0.0, fixed_shapes: bool = True):
   """(scores [B, K], boxes [B, K, 4]) of the best proposals, K =
   min(post_nms_topn, what the levels hold).
 
@@ -79,7 +114,8 @@ def propose(score_outputs: dict, box_outputs: dict, anchors: dict,
   scores, boxes = zip(*(
       _level_proposals(score_outputs[level], box_outputs[level],
                        tf.cast(anchors[level], tf.float32), image_info,
-                       pre_nms_topn, post_nms_topn, nms_threshold, min_size)
+                       pre_nms_topn, post_nms_topn, nms_threshold, min_size,
+                       fixed_shapes)
       for level in sorted(score_outputs)))
   scores, boxes = tf.concat(scores, axis=1), tf.concat(boxes, axis=1)
   scores, top = tf.math.top_k(scores, k=min(scores.shape[1], post_nms_topn))

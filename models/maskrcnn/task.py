@@ -68,10 +68,11 @@ class Settings:
   mask_loss_weight: float = 1.0
   # 'fixed': Google's static shapes (XLA, a TPU): the mask head on 128 RoIs an
   # image, foreground first and background rows weighted 0, and RoIAlign by one
-  # gather; 'dynamic': the mask head on as many RoIs as the batch's
-  # most-foreground image has and RoIAlign by crops level by level
-  # (models/maskrcnn/roi_align.py) - the same losses and gradients, a fraction
-  # of a CPU's work; 'auto': fixed on a TPU, dynamic elsewhere (the ROI_SHAPES
+  # gather, the NMS tiled; 'dynamic': the mask head on as many RoIs as the
+  # batch's most-foreground image has, RoIAlign by crops level by level
+  # (models/maskrcnn/roi_align.py) and the NMS by TensorFlow's kernel
+  # (proposals.greedy_nms) - the same losses and gradients, a fraction of a
+  # CPU's work; 'auto': fixed on a TPU, dynamic elsewhere (the ROI_SHAPES
   # macro).
   roi_shapes: str = 'auto'
 
@@ -236,7 +237,8 @@ class MaskRcnnTask:
     _, rois = proposals.propose(
         scores, deltas, self._anchors(size), info,
         pre_nms_topn=s.rpn_pre_nms_topn, post_nms_topn=s.rpn_post_nms_topn,
-        nms_threshold=s.rpn_nms_threshold, min_size=s.rpn_min_size)
+        nms_threshold=s.rpn_nms_threshold, min_size=s.rpn_min_size,
+        fixed_shapes=self._fixed_shapes())
     box_targets, class_targets, rois, label_map = (
         roi_sampling.assign_and_sample(
             rois, batch['gt_boxes'], batch['gt_classes'], info[:, 2],
@@ -331,13 +333,15 @@ class MaskRcnnTask:
         scores, deltas, self._anchors(size), info,
         pre_nms_topn=s.test_rpn_pre_nms_topn,
         post_nms_topn=s.test_rpn_post_nms_topn,
-        nms_threshold=s.rpn_nms_threshold, min_size=s.rpn_min_size)
+        nms_threshold=s.rpn_nms_threshold, min_size=s.rpn_min_size,
+        fixed_shapes=self._fixed_shapes())
     class_out, box_out = model.box_head(feats, rois, roi_align=self._roi_align())
     detections = maskrcnn_detections.generate_detections(
         tf.nn.softmax(class_out), box_out, rois, info,
         tf.zeros([tf.shape(info)[0]]),
         num_detections=s.test_detections_per_image,
-        pre_nms=s.test_rpn_post_nms_topn, nms_threshold=s.test_nms)
+        pre_nms=s.test_rpn_post_nms_topn, nms_threshold=s.test_nms,
+        fixed_shapes=self._fixed_shapes())
     boxes = detections[:, :, 1:5]
     classes = tf.cast(detections[:, :, 6], tf.int32)
     masks = tf.sigmoid(mask_targets.select_class_masks(

@@ -127,3 +127,56 @@ def test_sampling_caps_positives_is_seeded_and_handles_no_boxes():
                                           anchors, seed=[1, 1])
   assert (scores.numpy() == 0).sum() == 256 and (scores.numpy() == 1).sum() == 0
   assert not codes.numpy().any()
+
+
+def _sample_by_sorting(indicator, labels, size, positive_fraction, seed):
+  """sample_balanced as first written: each candidate's rank in a random
+  order by sorting every key twice."""
+  positives = tf.logical_and(indicator, labels)
+  negatives = tf.logical_and(indicator, tf.logical_not(labels))
+  seeds = tf.random.experimental.stateless_split(seed, 2)
+
+  def pick(candidates, count, seed):
+    keys = tf.random.stateless_uniform(tf.shape(candidates), seed)
+    keys = tf.where(candidates, keys, 2.0)
+    rank = tf.argsort(tf.argsort(keys, axis=-1), axis=-1)
+    return tf.logical_and(candidates, rank < count)
+
+  chosen = pick(positives, int(positive_fraction * size), seeds[0])
+  taken = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=-1, keepdims=True)
+  return chosen | pick(negatives, size - taken, seeds[1])
+
+
+def test_balanced_sample_is_the_first_of_a_random_order():
+  """The top-k draw takes exactly the candidates a full sort of the random
+  keys ranks first: rows on their own, few positives or many, fewer
+  candidates than the sample, none."""
+  rng = np.random.default_rng(5)
+  for rows, n, size, p_candidate, p_positive in (
+      (1, 5000, 256, 0.5, 0.01), (3, 2000, 512, 0.3, 0.4),
+      (2, 300, 256, 0.5, 0.5), (2, 100, 64, 0.0, 0.5), (1, 50, 64, 1.0, 1.0)):
+    indicator = tf.constant(rng.uniform(size=(rows, n)) < p_candidate)
+    labels = tf.constant(rng.uniform(size=(rows, n)) < p_positive)
+    for seed in ([1, 2], [3, 4]):
+      got = fpn_anchors.sample_balanced(indicator, labels, size, 0.25, seed)
+      want = _sample_by_sorting(indicator, labels, size, 0.25, seed)
+      np.testing.assert_array_equal(got, want)
+      # Up to a quarter positives, negatives for the rest.
+      pos = (indicator & labels).numpy().sum(-1)
+      neg = (indicator & ~labels).numpy().sum(-1)
+      taken = np.minimum(pos, size // 4)
+      np.testing.assert_array_equal(
+          got.numpy().sum(-1), taken + np.minimum(neg, size - taken))
+
+
+def test_first_by_key_breaks_ties_by_place():
+  """Keys that tie (five values among hundreds): the first `count` by
+  (key, place), as ranking every key by a stable sort does; counts of 0,
+  within and past `most`."""
+  rng = np.random.default_rng(6)
+  keys = tf.constant(rng.integers(0, 5, (3, 400)) / 5.0, tf.float32)
+  rank = tf.argsort(tf.argsort(keys, axis=-1, stable=True), axis=-1,
+                    stable=True)
+  for count in ([[0], [1], [7]], [[50], [64], [64]], 64):
+    got = fpn_anchors.first_by_key(keys, count, 64)
+    np.testing.assert_array_equal(got, rank < np.minimum(count, 64))

@@ -94,3 +94,33 @@ def test_proposals_are_their_sequence():
       anchors, tf.constant(info), pre_nms_topn=pre, post_nms_topn=post,
       nms_threshold=0.0)
   assert (unsuppressed.numpy() != got_b).any()
+
+
+def test_greedy_nms_keeps_what_the_padded_nms_keeps():
+  """The C++ kernel's pass keeps the tiled NMS's boxes in the same order:
+  overlapping clusters, boxes of no positive coordinate (never kept), a
+  pair at exactly the threshold (suppressed, as theirs) and equal scores
+  (input order)."""
+  rng = np.random.default_rng(3)
+  centres = rng.uniform(20, 180, (6, 2))
+  boxes = []
+  for _ in range(60):
+    cy, cx = centres[rng.integers(6)] + rng.normal(0, 3, 2)
+    h, w = rng.uniform(20, 30, 2)
+    boxes.append([cy - h / 2, cx - w / 2, cy + h / 2, cx + w / 2])
+  boxes = np.array(boxes, np.float32)
+  boxes[[7, 30]] = 0.0  # Zeroed by filter_small.
+  boxes[40], boxes[41] = [0, 0, 20, 20], [0, 0, 20, 10]  # IoU 0.5 exactly.
+  scores = np.sort(rng.uniform(0, 1, (2, 60)).astype(np.float32))[:, ::-1]
+  scores[:, 41] = scores[:, 40]  # A tie.
+  scores[:, 12] = scores[:, 11]
+  batch_boxes = tf.constant(np.stack([boxes, boxes[::-1].copy()]))
+  batch_scores = tf.constant(scores.copy())
+  for threshold in (0.5, 0.7):
+    want = proposals.padded_nms(batch_scores, batch_boxes, 60, threshold)
+    got = proposals.padded_nms(batch_scores, batch_boxes, 60, threshold,
+                               fixed_shapes=False)
+    kept = (want[0].numpy() > 0).sum(1)
+    assert (kept > 5).all() and (kept < 50).all()  # Some suppressed.
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
