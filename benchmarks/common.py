@@ -78,6 +78,23 @@ def timed(fn) -> float:
   return time.perf_counter() - start
 
 
+def images_per_second(dataset, batches: int, batch: int) -> float:
+  """Images/s of a fresh iterator of `dataset` after its first batch.
+
+  One iterator at a time: a live iterator keeps filling its prefetch
+  buffers in the background, which would both steal cores from another
+  contender and bank work before its own clock starts.
+  """
+  iterator = iter(dataset)
+  next(iterator)
+  start = time.perf_counter()
+  for _ in range(batches):
+    next(iterator)
+  elapsed = time.perf_counter() - start
+  del iterator
+  return batches * batch / elapsed
+
+
 def interleaved_medians(runners: dict, rounds: int) -> dict:
   """Median seconds of each callable, run once to warm up, then round-robin.
 

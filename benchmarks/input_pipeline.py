@@ -20,7 +20,6 @@ Prints images/s of each and their ratio to the raw decode rate.
 import os
 import statistics
 import tempfile
-import time
 
 from absl import app
 from absl import flags
@@ -74,20 +73,7 @@ def raw_decode_rate_dataset(files, resize: bool = False):
 
 
 def rate(dataset, batches: int) -> float:
-  """Images/s of a fresh iterator after its first batch.
-
-  One iterator at a time: a live iterator keeps filling its prefetch buffers
-  in the background, which would both steal cores from the other contender
-  and bank work before its own clock starts.
-  """
-  iterator = iter(dataset)
-  next(iterator)
-  start = time.perf_counter()
-  for _ in range(batches):
-    next(iterator)
-  elapsed = time.perf_counter() - start
-  del iterator
-  return batches * BATCH / elapsed
+  return common.images_per_second(dataset, batches, BATCH)
 
 
 def main(argv):

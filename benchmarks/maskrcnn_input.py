@@ -16,7 +16,6 @@ Prints images/s of each and their ratio, then where ours spends an image:
 each stage of the training example timed alone, an image at a time.
 """
 
-import os
 import statistics
 import tempfile
 import time
@@ -32,23 +31,9 @@ from input_pipeline import coco
 from input_pipeline import fpn_anchors
 from input_pipeline import maskrcnn
 from input_pipeline import records
-from tools import convert_coco
 
 FLAGS = flags.FLAGS
 BATCH = 2
-
-
-def images_per_second(dataset, batches: int) -> float:
-  """Images/s of a fresh iterator after its first batch (one iterator at a
-  time: a live one keeps filling its buffers)."""
-  iterator = iter(dataset)
-  next(iterator)
-  start = time.perf_counter()
-  for _ in range(batches):
-    next(iterator)
-  elapsed = time.perf_counter() - start
-  del iterator
-  return batches * BATCH / elapsed
 
 
 def stage_profile(files: list, count: int) -> list:
@@ -104,12 +89,8 @@ def main(argv):
     raise app.UsageError(f'--images={FLAGS.images}: give at least '
                          f'{4 * BATCH}.')
   root = tempfile.mkdtemp()
-  path = ssd_input.write_coco(root, FLAGS.images, masks=True)
-  for split in ('train', 'val'):
-    convert_coco.convert(annotations=path, images=os.path.join(root, 'images'),
-                         output_dir=os.path.join(root, 'out'), split=split,
-                         num_shards=4, include_masks=True)
-  data = maskrcnn.MaskRcnnInput(data_dir=os.path.join(root, 'out'),
+  data = maskrcnn.MaskRcnnInput(data_dir=ssd_input.write_records(
+                                    root, FLAGS.images, masks=True),
                                 num_train_examples=FLAGS.images)
   ours = data.train_dataset(tf.distribute.InputContext(),
                             global_batch_size=BATCH)
@@ -122,8 +103,8 @@ def main(argv):
   rates = {'raw decode': [], 'ours': []}
   batches = FLAGS.images // BATCH
   for _ in range(FLAGS.rounds):
-    rates['raw decode'].append(images_per_second(raw, batches))
-    rates['ours'].append(images_per_second(ours, batches))
+    rates['raw decode'].append(common.images_per_second(raw, batches, BATCH))
+    rates['ours'].append(common.images_per_second(ours, batches, BATCH))
   med = {k: statistics.median(v) for k, v in rates.items()}
   print(f'--- Mask R-CNN training input, {FLAGS.images} images 640x480, 7 '
         f'masks each, {FLAGS.rounds} interleaved rounds (medians)')

@@ -73,13 +73,16 @@ def write_coco(root: str, count: int, masks: bool = False) -> str:
   return path
 
 
-def images_per_second(dataset, batches: int) -> float:
-  it = iter(dataset)
-  next(it)  # Warm-up.
-  start = time.perf_counter()
-  for _ in range(batches):
-    next(it)
-  return batches * BATCH / (time.perf_counter() - start)
+def write_records(root: str, count: int, masks: bool = False) -> str:
+  """`write_coco`'s images as COCO records through tools.convert_coco (both
+  splits, 4 shards each; with `masks`, the masks as PNGs): their folder."""
+  path = write_coco(root, count, masks=masks)
+  out = os.path.join(root, 'out')
+  for split in ('train', 'val'):
+    convert_coco.convert(annotations=path, images=os.path.join(root, 'images'),
+                         output_dir=out, split=split, num_shards=4,
+                         include_masks=masks)
+  return out
 
 
 def stage_profile(root: str, count: int) -> list:
@@ -140,12 +143,7 @@ def main(argv):
     raise app.UsageError(f'--images={FLAGS.images}: give at least a batch '
                          f'({BATCH}).')
   root = tempfile.mkdtemp()
-  path = write_coco(root, FLAGS.images)
-  for split in ('train', 'val'):
-    convert_coco.convert(annotations=path, images=os.path.join(root, 'images'),
-                         output_dir=os.path.join(root, 'out'), split=split,
-                         num_shards=4)
-  data = coco.CocoInput(data_dir=os.path.join(root, 'out'),
+  data = coco.CocoInput(data_dir=write_records(root, FLAGS.images),
                         geometry=ssd_boxes.Geometry(),
                         num_train_examples=FLAGS.images)
   ctx = tf.distribute.InputContext()
@@ -159,8 +157,8 @@ def main(argv):
   rates = {'raw decode': [], 'ours': []}
   batches = FLAGS.images // BATCH
   for _ in range(FLAGS.rounds):
-    rates['raw decode'].append(images_per_second(raw, batches))
-    rates['ours'].append(images_per_second(ours, batches))
+    rates['raw decode'].append(common.images_per_second(raw, batches, BATCH))
+    rates['ours'].append(common.images_per_second(ours, batches, BATCH))
   med = {k: statistics.median(v) for k, v in rates.items()}
   print(f'--- SSD300 training input, {FLAGS.images} images 640x480, '
         f'{FLAGS.rounds} interleaved rounds (medians)')
