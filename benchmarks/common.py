@@ -95,6 +95,17 @@ def images_per_second(dataset, batches: int, batch: int) -> float:
   return batches * batch / elapsed
 
 
+def interleaved_images_per_second(datasets: dict, rounds: int, batches: int,
+                                  batch: int) -> dict:
+  """{name: median images/s} of `datasets`, each read for `batches` batches
+  a round, round by round."""
+  rates = {name: [] for name in datasets}
+  for _ in range(rounds):
+    for name, dataset in datasets.items():
+      rates[name].append(images_per_second(dataset, batches, batch))
+  return {name: statistics.median(v) for name, v in rates.items()}
+
+
 def interleaved_medians(runners: dict, rounds: int) -> dict:
   """Median seconds of each callable, run once to warm up, then round-robin.
 

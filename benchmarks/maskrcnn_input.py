@@ -16,7 +16,6 @@ Prints images/s of each and their ratio, then where ours spends an image:
 each stage of the training example timed alone, an image at a time.
 """
 
-import statistics
 import tempfile
 import time
 
@@ -100,12 +99,9 @@ def main(argv):
           r, coco.FEATURES)['image/encoded'], channels=3)),
       num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH).prefetch(
           tf.data.AUTOTUNE)
-  rates = {'raw decode': [], 'ours': []}
-  batches = FLAGS.images // BATCH
-  for _ in range(FLAGS.rounds):
-    rates['raw decode'].append(common.images_per_second(raw, batches, BATCH))
-    rates['ours'].append(common.images_per_second(ours, batches, BATCH))
-  med = {k: statistics.median(v) for k, v in rates.items()}
+  med = common.interleaved_images_per_second(
+      {'raw decode': raw, 'ours': ours}, FLAGS.rounds, FLAGS.images // BATCH,
+      BATCH)
   print(f'--- Mask R-CNN training input, {FLAGS.images} images 640x480, 7 '
         f'masks each, {FLAGS.rounds} interleaved rounds (medians)')
   for k, v in med.items():

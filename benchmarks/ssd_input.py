@@ -19,7 +19,6 @@ floor included and printed).
 
 import json
 import os
-import statistics
 import tempfile
 import time
 
@@ -154,12 +153,9 @@ def main(argv):
           r, coco.FEATURES)['image/encoded'], channels=3)[:300, :300],
       num_parallel_calls=tf.data.AUTOTUNE).batch(BATCH).prefetch(
           tf.data.AUTOTUNE)
-  rates = {'raw decode': [], 'ours': []}
-  batches = FLAGS.images // BATCH
-  for _ in range(FLAGS.rounds):
-    rates['raw decode'].append(common.images_per_second(raw, batches, BATCH))
-    rates['ours'].append(common.images_per_second(ours, batches, BATCH))
-  med = {k: statistics.median(v) for k, v in rates.items()}
+  med = common.interleaved_images_per_second(
+      {'raw decode': raw, 'ours': ours}, FLAGS.rounds, FLAGS.images // BATCH,
+      BATCH)
   print(f'--- SSD300 training input, {FLAGS.images} images 640x480, '
         f'{FLAGS.rounds} interleaved rounds (medians)')
   for k, v in med.items():
