@@ -95,6 +95,20 @@ def images_per_second(dataset, batches: int, batch: int) -> float:
   return batches * batch / elapsed
 
 
+def ms_per_call(fn, calls: list) -> float:
+  """Milliseconds of one call of `fn` traced as a tf.function, over the
+  argument tuples `calls` (after two warm-up calls), its results fetched."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  fn = tf.function(fn)
+  for args in calls[:2]:
+    fn(*args)
+  start = time.perf_counter()
+  for args in calls:
+    result = fn(*args)
+  tf.nest.map_structure(lambda t: t.numpy(), result)
+  return (time.perf_counter() - start) / len(calls) * 1e3
+
+
 def interleaved_images_per_second(datasets: dict, rounds: int, batches: int,
                                   batch: int) -> dict:
   """{name: median images/s} of `datasets`, each read for `batches` batches

@@ -17,7 +17,6 @@ each stage of the training example timed alone, an image at a time.
 """
 
 import tempfile
-import time
 
 from absl import app
 from absl import flags
@@ -69,17 +68,8 @@ def stage_profile(files: list, count: int) -> list:
               anchors=(anchors, tf.constant(geometry.anchors_for(False)))),
           lambda i: (images[i], parsed[i][1], parsed[i][2], masks[i])),
   }
-  out = []
-  for name, (fn, args) in stages.items():
-    fn = tf.function(fn)
-    for i in range(2):
-      fn(*args(i))
-    start = time.perf_counter()
-    for i in range(count):
-      result = fn(*args(i))
-    tf.nest.map_structure(lambda t: t.numpy(), result)
-    out.append((name, (time.perf_counter() - start) / count * 1e3))
-  return out
+  return [(name, common.ms_per_call(fn, [args(i) for i in range(count)]))
+          for name, (fn, args) in stages.items()]
 
 
 def main(argv):

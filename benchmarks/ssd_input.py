@@ -20,7 +20,6 @@ floor included and printed).
 import json
 import os
 import tempfile
-import time
 
 from absl import app
 from absl import flags
@@ -122,18 +121,9 @@ def stage_profile(root: str, count: int) -> list:
           lambda jpeg, b, labels, seed: coco.train_example(
               jpeg, b, labels, seed, anchors=anchors, size=300), (0, 1, 2, 3)),
   }
-  out = []
-  for name, (fn, picks) in stages.items():
-    fn = tf.function(fn)
-    calls = [[e[k] for k in picks] for e in examples]
-    for args in calls[:2]:
-      fn(*args)
-    start = time.perf_counter()
-    for args in calls:
-      result = fn(*args)
-    tf.nest.map_structure(lambda t: t.numpy(), result)
-    out.append((name, (time.perf_counter() - start) / count * 1e3))
-  return out
+  return [(name, common.ms_per_call(
+      fn, [[e[k] for k in picks] for e in examples]))
+          for name, (fn, picks) in stages.items()]
 
 
 def main(argv):
