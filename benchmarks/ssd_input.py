@@ -8,13 +8,14 @@ tools.convert_coco, then measures side by side, interleaved round by round,
 on the same records and cores:
   raw:  records in memory -> parse -> decode_jpeg -> batch 32, as parallel
         as tf.data allows (the ceiling for any JPEG pipeline);
-  ours: CocoInput.train_dataset for SSD300 (Google's crop, flip, colour
-        jitter, resize to 300, targets for the 8,732 default boxes, batch
-        32).
+  ours: CocoInput.train_dataset for SSD300 (Google's crop, flip, resize to
+        300, targets for the 8,732 default boxes, the colour jitter's
+        factors, batch 32; the task applies the jitter on the device).
 Prints images/s of each and their ratio, then where ours spends an image:
 each stage of CocoInput's training example timed alone, an image at a
 time (`--profile_images`; milliseconds of one call, a function call's
-floor included and printed).
+floor included and printed), and the jitter the device applies, an image of
+a batch.
 """
 
 import json
@@ -113,7 +114,8 @@ def stage_profile(root: str, count: int) -> list:
           lambda jpeg, window: coco.decode_window(jpeg, window,
                                                   tf.constant(True), 300),
           (0, 4)),
-      'colour jitter': (lambda seed: coco.color_jitter(image, seed), (3,)),
+      'colour jitter factors (the device applies them)': (
+          lambda seed: coco.jitter_factors(image, seed), (3,)),
       'targets for 8,732 boxes (the uncropped boxes)': (
           lambda b, labels: ssd_boxes.assign_targets(b, labels, anchors),
           (1, 2)),
@@ -121,9 +123,17 @@ def stage_profile(root: str, count: int) -> list:
           lambda jpeg, b, labels, seed: coco.train_example(
               jpeg, b, labels, seed, anchors=anchors, size=300), (0, 1, 2, 3)),
   }
-  return [(name, common.ms_per_call(
+  profile = [(name, common.ms_per_call(
       fn, [[e[k] for k in picks] for e in examples]))
-          for name, (fn, picks) in stages.items()]
+             for name, (fn, picks) in stages.items()]
+  # The jitter's other half, on the device (here the same CPU), an image of
+  # a batch of 32.
+  batch = tf.random.uniform([BATCH, 300, 300, 3])
+  jitter = tf.stack([coco.jitter_factors(image, e[3])
+                     for e in examples[:BATCH]])
+  device = common.ms_per_call(coco.apply_jitter, [(batch, jitter)] * 8) / BATCH
+  return profile + [('(device) colour jitter applied, batch 32, an image',
+                     device)]
 
 
 def main(argv):
@@ -155,7 +165,7 @@ def main(argv):
         'images, ms of one call)')
   for name, ms in stage_profile(root, min(FLAGS.profile_images,
                                           FLAGS.images)):
-    print(f'  {name:45s} {ms:6.2f}')
+    print(f'  {name:52s} {ms:6.2f}')
   print(common.page_rows([(
       'input pipeline, one host', f'{med["ours"]:,.0f} images/s',
       f'raw `decode_jpeg` {med["raw decode"]:,.0f} images/s',

@@ -3,13 +3,15 @@
 `ours(dtype, batch, steps)` builds the runtime's train loop (training/
 step.py) for the full-size model (width 1, 300x300, 81 classes) with
 Google's optimizer (momentum SGD, weight decay on every weight) and
-synthetic images whose targets were encoded once against the 8,732 default
-boxes (in a real run the host pipeline encodes them).
+synthetic images whose targets and colour jitter factors were drawn once
+(in a real run the host pipeline draws them; the step applies the jitter, as
+the task does).
 """
 
 import numpy as np
 import tensorflow as tf
 
+from input_pipeline import coco
 from input_pipeline import ssd_boxes
 from models.ssd import model as ssd_lib
 from models.ssd import task as ssd_task
@@ -27,8 +29,8 @@ class _Task:
   eval_sum_names = ()
 
   def loss_share(self, model, batch):
-    logits, codes, updates = model(model.normalize(batch['image']),
-                                   training=True)
+    images = coco.apply_jitter(batch['image'], batch['jitter'])
+    logits, codes, updates = model(model.normalize(images), training=True)
     return losses.share_of_global_mean(ssd_task.detection_loss(
         logits, codes, batch['classes'], batch['boxes'],
         batch['num_matched'])), updates
@@ -52,8 +54,10 @@ def synthetic_batch(batch: int) -> dict:
   encoded = [ssd_boxes.assign_targets(tf.constant(b), tf.constant(l, tf.int32),
                                       anchors) for b, l in zip(boxes, labels)]
   classes, targets, matched = (tf.stack(t) for t in zip(*encoded))
-  return {'image': tf.constant(images), 'classes': classes, 'boxes': targets,
-          'num_matched': matched}
+  jitter = tf.stack([coco.jitter_factors(image, [0, i])
+                     for i, image in enumerate(images)])
+  return {'image': tf.constant(images), 'jitter': jitter, 'classes': classes,
+          'boxes': targets, 'num_matched': matched}
 
 
 def ours(dtype: str, batch: int, steps: int):

@@ -23,6 +23,7 @@ Google's MLPerf v0.7 `ssd_model.py` read line by line:
 import numpy as np
 import tensorflow as tf
 
+from input_pipeline import coco
 from input_pipeline.coco import CocoInput
 from input_pipeline import records
 from input_pipeline import ssd_boxes
@@ -190,8 +191,9 @@ class SsdTask:
     return model
 
   def loss_share(self, model, batch):
-    class_logits, box_codes, updates = model(
-        model.normalize(batch['image']), training=True)
+    images = coco.apply_jitter(batch['image'], batch['jitter'])
+    class_logits, box_codes, updates = model(model.normalize(images),
+                                             training=True)
     per_image = detection_loss(class_logits, box_codes, batch['classes'],
                                batch['boxes'], batch['num_matched'])
     return losses.share_of_global_mean(per_image), updates

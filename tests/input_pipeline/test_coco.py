@@ -108,6 +108,35 @@ def test_decode_window_is_the_crop_and_resize_of_the_whole_image():
                                    atol=0.02)
 
 
+def googles_jitter(image, seed):
+  """Google's color_jitter as TensorFlow's stateless ops draw it."""
+  s = tf.random.experimental.stateless_split(seed, 4)
+  image = tf.image.stateless_random_brightness(image, 0.125, s[0])
+  image = tf.image.stateless_random_contrast(image, 0.5, 1.5, s[1])
+  image = tf.image.stateless_random_saturation(image, 0.5, 1.5, s[2])
+  return tf.image.stateless_random_hue(image, 0.05, s[3])
+
+
+def test_jitter_factors_on_the_host_and_applied_on_the_device_are_googles():
+  rng = np.random.default_rng(0)
+  images = rng.uniform(size=(6, 24, 20, 3)).astype(np.float32)
+  images[1] = images[1, ..., :1]  # Grey.
+  images[2] = images[2] > 0.5  # Saturated colours and black.
+  seeds = [tf.constant([i, 11 * i + 3], tf.int64) for i in range(6)]
+  want = np.stack([googles_jitter(im, s) for im, s in zip(images, seeds)])
+  jitter = tf.stack([coco.jitter_factors(im, s)
+                     for im, s in zip(images, seeds)])
+  np.testing.assert_allclose(coco.apply_jitter(images, jitter), want,
+                             atol=1e-5)
+  # Height slices jittered apart (spatial partitioning) are the same.
+  halves = [coco.apply_jitter(images[:, rows], jitter)
+            for rows in (slice(0, 10), slice(10, 24))]
+  np.testing.assert_allclose(np.concatenate(halves, 1), want, atol=1e-5)
+  # Each factor matters: without the hue shift it is off.
+  no_hue = tf.concat([jitter[:, :3], tf.zeros([6, 1]), jitter[:, 4:]], 1)
+  assert np.abs(coco.apply_jitter(images, no_hue) - want).max() > 1e-2
+
+
 def test_training_batches_carry_targets_for_every_default_box(ssd_data):
   data = make_input(ssd_data, deterministic=True, seed=3)
   data.check()
@@ -117,6 +146,14 @@ def test_training_batches_carry_targets_for_every_default_box(ssd_data):
   assert batch['image'].shape == (6, 160, 160, 3)
   assert batch['classes'].shape == (6, GEOMETRY.num_boxes)
   assert batch['boxes'].shape == (6, GEOMETRY.num_boxes, 4)
+  assert batch['jitter'].shape == (6, coco.JITTER_SIZE)
+  # The host leaves the image unjittered in [0, 1]; the contrast's centre is
+  # its brightened means.
+  assert 0 <= batch['image'].numpy().min() and batch['image'].numpy().max() <= 1
+  np.testing.assert_allclose(
+      batch['jitter'][:, 4:],
+      batch['image'].numpy().mean((1, 2)) + batch['jitter'][:, :1],
+      atol=1e-5)
   classes = batch['classes'].numpy()
   np.testing.assert_array_equal(batch['num_matched'].numpy(),
                                 (classes > 0).sum(1))
