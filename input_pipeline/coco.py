@@ -205,7 +205,7 @@ def jitter_factors(image, seed):
   _saturation and _hue draw them from `seed`), and the channel means of the
   brightened image (the contrast's centre, so that a height slice of the
   image can be jittered alone). `apply_jitter` is the other half, on the
-  device: 0.1 ms of the host's 2.6 ms an image."""
+  device (XLA compiles it): the host keeps 0.2 ms of 2.6 ms an image."""
   s = tf.random.experimental.stateless_split(seed, 4)
   uniform = lambda low, high, seed: tf.random.stateless_uniform(
       [], seed, minval=low, maxval=high)

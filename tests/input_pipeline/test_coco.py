@@ -132,6 +132,9 @@ def test_jitter_factors_on_the_host_and_applied_on_the_device_are_googles():
   halves = [coco.apply_jitter(images[:, rows], jitter)
             for rows in (slice(0, 10), slice(10, 24))]
   np.testing.assert_allclose(np.concatenate(halves, 1), want, atol=1e-5)
+  # XLA (a TPU's compiler) takes it whole, with the same values.
+  compiled = tf.function(coco.apply_jitter, jit_compile=True)
+  np.testing.assert_allclose(compiled(images, jitter), want, atol=1e-5)
   # Each factor matters: without the hue shift it is off.
   no_hue = tf.concat([jitter[:, :3], tf.zeros([6, 1]), jitter[:, 4:]], 1)
   assert np.abs(coco.apply_jitter(images, no_hue) - want).max() > 1e-2
