@@ -101,6 +101,12 @@ def knob(p) -> str:
             'WEIGHT_UPDATE_SHARDING=True spreads it over the replicas'.format(
                 p.update / step))
   if p.evals * p.eval > 0.2 * p.time_to_train:
+    hosts = p.eval - p.eval_steps * p.eval_step
+    if hosts > 0.5 * p.eval:
+      return ('evaluation is {:.0%} of the run, most of it the hosts\' '
+              'metric that training does not hide: more processes for it '
+              '(METRIC_PROCESSES) or evaluate less often '
+              '(EVAL_EVERY_STEPS)'.format(p.evals * p.eval / p.time_to_train))
     return ('evaluation is {:.0%} of the run: evaluate less often '
             '(EVAL_EVERY_STEPS) or beside training'.format(
                 p.evals * p.eval / p.time_to_train))
@@ -158,8 +164,11 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str,
           if p.group_sums else ''),
       host,
       f'  eval           {_time(p.eval)} each ({r.eval_samples:,} samples in '
-      f'{p.eval_steps} steps of {_ms(p.eval_step)}), {p.evals} evals: '
-      f'{_time(p.evals * p.eval)}',
+      f'{p.eval_steps} steps of {_ms(p.eval_step)}'
+      + (f', and {_time(p.eval - p.eval_steps * p.eval_step)} on the hosts '
+         'that training does not hide (fitted)'
+         if p.eval > p.eval_steps * p.eval_step * 1.0001 else '') +
+      f'), {p.evals} evals: {_time(p.evals * p.eval)}',
       f'  steps          {p.steps:,.0f} to the target ({p.samples / 1e6:.3g}M '
       f'samples: {"; ".join(sources)})',
       f'  time to train  {_time(p.time_to_train)}',
@@ -198,32 +207,38 @@ def _predict(gin_files, params, accelerator, efficiency):
   estimate = convergence.samples_to_target(run.benchmark, run.global_batch)
   name = f'{run.benchmark} {machine.chip.name}'
   fitted_batch = None
+  eval_overhead = 0.0
   if efficiency:
     fitted_on = '--efficiency'
   else:
     constants = compare.load_fit()
     if name not in constants:
-      known = ', '.join(sorted(constants)) or 'none'
-      raise ValueError(
-          f'No fitted efficiency for {name} (fitted: {known}): Google ran no '
-          f'{run.benchmark} on {machine.chip.name} in v0.7. Pass '
-          '--efficiency=F (a fraction of peak) to predict anyway.')
+      raise ValueError(compare.no_fit_reason(run.benchmark,
+                                             machine.chip.name, constants))
     efficiency = constants[name]['efficiency']
     fitted_on = f'{name}, on {constants[name]["fitted_on"]}'
     fitted_batch = constants[name].get('per_replica_batch')
+    eval_overhead = constants[name].get('eval_overhead_seconds', 0.0)
   kernel_seconds = compare.load_kernel_seconds().get(machine.chip.name, 0.0)
   return (machine, run, program, estimate, efficiency, fitted_on,
-          fitted_batch, kernel_seconds)
+          fitted_batch, kernel_seconds, eval_overhead)
 
 
-def batch_warning(per_replica_batch: float, fitted_batch) -> str:
+def batch_warning(per_replica_batch: float, fitted_batch,
+                  step_fitted: bool = False) -> str:
   """A per-replica batch far from the fitted row's: the prediction leans
-  (docs/benchmarks.md, "Time-to-train model")."""
+  (docs/benchmarks.md, "Time-to-train model"); `step_fitted`: the
+  efficiency came from a logged step (Mask R-CNN's), not a time to train."""
   if not fitted_batch:
     return ''
   ratio = per_replica_batch / fitted_batch
   if 0.5 <= ratio <= 2:
     return ''
+  if step_fitted:
+    return (f'{per_replica_batch:g} examples a replica against the fitted '
+            f'row\'s {fitted_batch:g}: expect this prediction to lean (Mask '
+            'R-CNN\'s v0.7 rows at 4-16x the fitted batch were predicted '
+            'from 6% too slow to 33% too fast: docs/benchmarks.md)')
   lean = 'too slow' if ratio > 1 else 'too fast'
   return (f'{per_replica_batch:g} examples a replica against the fitted '
           f'row\'s {fitted_batch:g}: expect this prediction {lean} (of '
@@ -237,14 +252,16 @@ def predict_one(gin_files, params, accelerator, efficiency=0.0,
   """The prediction of a config on a slice ('': its own), as printed."""
   from tools.predictor import model  # pylint: disable=import-outside-toplevel
   (machine, run, program, estimate, efficiency, fitted_on,
-   fitted_batch, kernel_seconds) = _predict(gin_files, params, accelerator,
-                                            efficiency)
+   fitted_batch, kernel_seconds, eval_overhead) = _predict(
+       gin_files, params, accelerator, efficiency)
   p = model.predict(cost=program, machine_=machine, run=run,
                     efficiency=efficiency, samples=estimate.samples,
                     host_input_rate=host_input_rate,
-                    kernel_seconds=kernel_seconds)
+                    kernel_seconds=kernel_seconds,
+                    eval_overhead=eval_overhead)
   warning = '; '.join(w for w in (
-      estimate.warning, batch_warning(p.per_replica_batch, fitted_batch)) if w)
+      estimate.warning, batch_warning(p.per_replica_batch, fitted_batch,
+                                      step_fitted=eval_overhead > 0)) if w)
   return describe(p, config=' '.join(gin_files), sources=estimate.sources,
                   warning=warning, fitted_on=fitted_on,
                   kernels_from=f'{kernel_seconds * 1e6:.2f} us on '
@@ -256,7 +273,8 @@ def sweep(gin_files, params, accelerator, efficiency=0.0,
   from distribution import tpu_slices  # pylint: disable=import-outside-toplevel
   from tools.predictor import model  # pylint: disable=import-outside-toplevel
   (machine, run, program, estimate, efficiency, fitted_on, _,
-   kernel_seconds) = _predict(gin_files, params, accelerator, efficiency)
+   kernel_seconds, eval_overhead) = _predict(gin_files, params, accelerator,
+                                             efficiency)
   generation = tpu_slices.parse(machine.accelerator, public=False).generation
   sizes = sorted(set(generation.sizes) | set(generation.internal_sizes))
   lines = [f'{" ".join(gin_files)}: global batch {run.global_batch:,}, '
@@ -271,7 +289,8 @@ def sweep(gin_files, params, accelerator, efficiency=0.0,
       p = model.predict(cost=program, machine_=target, run=run,
                         efficiency=efficiency, samples=estimate.samples,
                         host_input_rate=host_input_rate,
-                        kernel_seconds=kernel_seconds)
+                        kernel_seconds=kernel_seconds,
+                        eval_overhead=eval_overhead)
     except ValueError:
       continue  # The batch does not split over this slice.
     gain = (previous / p.time_to_train) if previous else None

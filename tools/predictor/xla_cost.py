@@ -11,7 +11,8 @@ convolution counts 2 FLOPs per multiply-add), on the module as written.
 "kernels" is how many kernels the step launches once XLA has fused it: the
 module compiled by XLA's CPU compiler, whose entry computation then holds
 one instruction per fusion, convolution, dot, copy, sort or call, besides
-the parameters, constants, bitcasts and tuples that launch nothing. The
+the parameters, constants, bitcasts and tuples that launch nothing; a
+conditional adds its larger branch's. The
 TPU's compiler fuses with its own rules; the count stands for the TPU's
 (tools/predictor/model.py: each kernel costs a fixed time a step).
 """
@@ -24,20 +25,71 @@ KEYS = ('flops', 'bytes accessed', 'transcendentals')
 # Entry-computation instructions that launch no work.
 NOT_KERNELS = frozenset({'parameter', 'constant', 'bitcast',
                          'get-tuple-element', 'tuple'})
-_INSTRUCTION = re.compile(
-    r'^\s+(?:ROOT )?%?[\w.\-]+ = \S+(?:\{[^}]*\})? ([\w\-]+)\(', re.M)
+_NAME = re.compile(r'^\s+(?:ROOT )?%?[\w.\-]+ = ')
+_OPCODE = re.compile(r'\s*([\w\-]+)\(')
+
+
+def _opcode(line: str) -> str | None:
+  """The opcode of an HLO instruction line (None for other lines). The
+  result type before it may be a tuple, with spaces and nested brackets."""
+  name = _NAME.match(line)
+  if not name:
+    return None
+  rest = line[name.end():]
+  if rest.startswith('('):  # A tuple type: skip to its closing parenthesis.
+    depth = 0
+    for i, char in enumerate(rest):
+      depth += {'(': 1, ')': -1}.get(char, 0)
+      if depth == 0:
+        rest = rest[i + 1:]
+        break
+  else:
+    rest = rest[len(rest.split(' ', 1)[0]):]
+  op = _OPCODE.match(rest)
+  return op.group(1) if op else None
+
+
+_COMPUTATION = re.compile(r'^(ENTRY )?%?([\w.\-]+) .*\{$', re.M)
+_BRANCHES = re.compile(
+    r'(?:true_computation|false_computation)=%?([\w.\-]+)|'
+    r'branch_computations=\{([^}]*)\}')
+
+
+def _computations(text: str) -> tuple[dict, str]:
+  """({name: its body's text}, the entry computation's name)."""
+  bodies, entry = {}, None
+  for match in _COMPUTATION.finditer(text):
+    end = text.find('\n}', match.end())
+    bodies[match.group(2)] = text[match.end():end if end >= 0 else None]
+    if match.group(1):
+      entry = match.group(2)
+  if entry is None:
+    raise ValueError('The compiled module has no ENTRY computation.')
+  return bodies, entry
 
 
 def kernels(optimized_hlo_text: str) -> int:
-  """Kernels the entry computation of a compiled module launches."""
-  start = optimized_hlo_text.find('\nENTRY')
-  if start < 0:
-    raise ValueError('The compiled module has no ENTRY computation.')
-  entry = optimized_hlo_text[start:]
-  end = entry.find('\n}')
-  entry = entry[:end if end >= 0 else None]
-  return sum(1 for op in _INSTRUCTION.findall(entry)
-             if op not in NOT_KERNELS)
+  """Kernels the entry computation of a compiled module launches; a
+  conditional launches its larger branch's (as XLA's FLOP count takes the
+  larger branch: Mask R-CNN's step is a conditional of its two image
+  orientations). A while loop's body counts once, as its FLOPs do."""
+  bodies, entry = _computations(optimized_hlo_text)
+
+  def count(name: str) -> int:
+    total = 0
+    for line in bodies[name].splitlines():
+      op = _opcode(line)
+      if op is None or op in NOT_KERNELS:
+        continue
+      total += 1
+      if op == 'conditional':
+        branches = [b.strip().lstrip('%') for m in _BRANCHES.finditer(line)
+                    for b in ((m.group(1),) if m.group(1) else
+                              m.group(2).split(','))]
+        total += max((count(b) for b in branches if b in bodies), default=0)
+    return total
+
+  return count(entry)
 
 
 def main(argv) -> int:
