@@ -109,12 +109,8 @@ def no_fit_reason(benchmark: str, generation: str, constants: dict) -> str:
   """Why no efficiency is fitted for `benchmark` on `generation`, in one
   line: Google ran no folder of it there, or the suite fits it on no
   generation yet (its folders named)."""
-  with open(convergence.GOOGLE_TABLE) as f:
-    folders = json.load(f)['folders']
-  ran = sorted(f['system'].removeprefix('tpu-') for f in folders
-               if f['benchmark'] == benchmark)
-  here = [f['system'].removeprefix('tpu-') for f in folders
-          if (f['benchmark'], f['generation']) == (benchmark, generation)]
+  ran = convergence.google_folders(benchmark)
+  here = convergence.google_folders(benchmark, generation)
   fitted = sorted(name.split()[1] for name in constants
                   if name.split()[0] == benchmark)
   anyway = 'pass --efficiency=F (a fraction of peak) to predict anyway'

@@ -2,6 +2,7 @@
 
 import math
 
+from tools.predictor import convergence
 from tools.predictor import cost as cost_lib
 from tools.predictor import model
 
@@ -15,8 +16,7 @@ NOT_COSTED = {
     'gnmt': ('its step is loops over each sentence\'s words (the LSTM '
              'layers\', the attention decoder\'s), and XLA\'s count takes a '
              'loop\'s body once, so no cost is measured and no efficiency '
-             'fitted for GNMT yet, although Google ran it (v3-1024, v4-16, '
-             'v4-128, v4-512); docs/predict.md'),
+             'fitted for GNMT yet'),
 }
 
 
@@ -53,8 +53,11 @@ def read(gin_files: list[str], bindings: list[str]):
         'training steps on a fixed data set and cannot predict it; '
         'docs/minigo.md has measured figures.')
   if benchmark in NOT_COSTED:
+    ran = ', '.join(convergence.google_folders(benchmark)) or 'nowhere'
     raise ValueError(f'{gin_files[0]}: the time-to-train model cannot '
-                     f'price {benchmark} yet: {NOT_COSTED[benchmark]}.')
+                     f'price {benchmark} yet: {NOT_COSTED[benchmark]}, '
+                     f'although Google ran it in v0.7 ({ran}); '
+                     'docs/predict.md.')
   if benchmark not in EVAL_SAMPLES:
     raise ValueError(f'The time-to-train model has no eval set size for '
                      f'{benchmark!r} (tools/predictor/configs.py).')

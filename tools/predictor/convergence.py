@@ -42,6 +42,17 @@ class Point:
   source: str
 
 
+def google_folders(benchmark: str, generation: str = '',
+                   table_path: str = GOOGLE_TABLE) -> list[str]:
+  """Google's v0.7 results folders of `benchmark` (on `generation` if
+  given), as their systems without 'tpu-', sorted."""
+  with open(table_path) as f:
+    folders = json.load(f)['folders']
+  return sorted(f['system'].removeprefix('tpu-') for f in folders
+                if f['benchmark'] == benchmark and
+                generation in ('', f['generation']))
+
+
 def google_points(table_path: str = GOOGLE_TABLE) -> list[Point]:
   with open(table_path) as f:
     folders = json.load(f)['folders']

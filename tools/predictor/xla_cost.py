@@ -72,7 +72,8 @@ def kernels(optimized_hlo_text: str) -> int:
   """Kernels the entry computation of a compiled module launches; a
   conditional launches its larger branch's (as XLA's FLOP count takes the
   larger branch: Mask R-CNN's step is a conditional of its two image
-  orientations). A while loop's body counts once, as its FLOPs do."""
+  orientations). A while loop is one kernel here: its body is not looked
+  into (its FLOPs are counted once: tools/predictor/cost.py)."""
   bodies, entry = _computations(optimized_hlo_text)
 
   def count(name: str) -> int:
