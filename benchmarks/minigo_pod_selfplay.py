@@ -2,6 +2,7 @@
 for a generation on a v4-128's hosts.
 
   python -m benchmarks.minigo_pod_selfplay [--seconds=120] [--host_cores=N]
+      [--store --machine='2 cores of an AMD EPYC']
 
 gin/minigo_pod.gin's self-play (Google's v0.7 flags: 800 readouts, fast
 moves of 80 three times in four, 4 virtual losses, the 6x64 network, 64
@@ -16,9 +17,14 @@ of `--moves_a_game` moves costs on a v4-128 (64 chips, 16 hosts of 4): the
 hosts' search at the measured rate a core on `--host_cores` cores a host,
 and the chips' network at their peak (a bound: no utilisation assumed).
 No Google page gives a v4 host's vCPUs (tools/predictor/hardware.py), so
-the host's cores are a flag.
+the host's cores are a flag. `--store` writes the measured rates where
+`python -m tools.predict --gin_file=gin/minigo_pod.gin` reads them
+(tools/predictor/data/minigo_rates.json).
 """
 
+import datetime
+import os
+import sys
 import time
 
 from absl import app
@@ -26,25 +32,16 @@ from absl import flags
 
 from benchmarks import common
 from core import entry_point
+from tools.predictor import minigo as minigo_price
 
 FLAGS = flags.FLAGS
 V4_PEAK = 275e12  # bf16 FLOP/s a chip: https://cloud.google.com/tpu/docs/v4
 V4_128_CHIPS, CHIPS_A_HOST = 64, 4
-# Google's v0.7 MiniGo on tpu-v4-128 (notes: results/tpu-v4-128-TF, 10
-# runs): olympic mean 150.947 minutes; generations 55-64 reached the
-# target; 40,426 self-play games a generation logged.
-GOOGLE_MINUTES, GOOGLE_GENERATIONS, GOOGLE_GAMES = 150.947, 60, 40426
-
-
-def network_flops(size: int, blocks: int, width: int, planes: int = 13,
-                  fc: int = 64) -> float:
-  """FLOPs (2 x multiply-adds) of one DualNet evaluation."""
-  points = size * size
-  conv = 2 * points * 9 * width
-  flops = conv * planes + 2 * blocks * conv * width
-  flops += 2 * points * width * (2 + 1)  # 1x1 heads: policy 2, value 1.
-  flops += 2 * (2 * points * (points + 1) + points * fc + fc)
-  return float(flops)
+RATES_ABOUT = ('MiniGo 19x19 self-play at gin/minigo_pod.gin\'s settings on '
+               'the forest (benchmarks/minigo_pod_selfplay.py --store): the '
+               'search\'s positions a second on one core, the network\'s '
+               'leaves a position. Read by tools/predict.py '
+               '(tools/predictor/minigo.py).')
 
 
 def main(argv):
@@ -110,17 +107,19 @@ def main(argv):
   generation = FLAGS.games * FLAGS.moves_a_game
   hosts = V4_128_CHIPS // CHIPS_A_HOST
   host_seconds = generation / (search_rate * FLAGS.host_cores * hosts)
-  flops = network_flops(size, blocks, width)
+  flops = minigo_price.network_flops(size, blocks, width)
   chip_seconds = (generation * leaves_a_position * flops
                   / (V4_128_CHIPS * V4_PEAK))
-  google = GOOGLE_MINUTES / GOOGLE_GENERATIONS
+  google = minigo_price.GOOGLE_MINUTES / minigo_price.GOOGLE_GENERATIONS
+  google_now = google * FLAGS.games / minigo_price.GOOGLE_GAMES
   print(f'A generation of {FLAGS.games} games of {FLAGS.moves_a_game} moves '
         f'({generation:,} positions) on a v4-128: the search '
         f'{host_seconds / 60:.1f} min on {hosts} hosts of '
         f'{FLAGS.host_cores} cores; the network {chip_seconds:.1f} s on '
         f'{V4_128_CHIPS} chips at peak ({flops / 1e6:.0f} MFLOP a leaf). '
-        f'Google: {google:.1f} min a generation of {GOOGLE_GAMES:,} games '
-        f'({google * FLAGS.games / GOOGLE_GAMES:.2f} min for '
+        f'Google: {google:.1f} min a generation of '
+        f'{minigo_price.GOOGLE_GAMES:,} games '
+        f'({google_now:.2f} min for '
         f'{FLAGS.games}), their C++ search.')
   print(common.page_rows([
       ('MiniGo 19x19 self-play at the pod file\'s settings (800 readouts, '
@@ -130,9 +129,20 @@ def main(argv):
        f'{FLAGS.moves_a_game} moves on a v4-128 ({FLAGS.host_cores} cores '
        'a host), search minutes vs Google\'s generation (C++)',
        f'{host_seconds / 60:.1f}',
-       f'{google * FLAGS.games / GOOGLE_GAMES:.2f}',
-       f'{google * FLAGS.games / GOOGLE_GAMES / (host_seconds / 60):.2f}x'),
+       f'{google_now:.2f}', f'{google_now / (host_seconds / 60):.2f}x'),
   ]))
+  if FLAGS.store:
+    minigo_price.store_rates({
+        'about': RATES_ABOUT,
+        'command': ' '.join(['python -m benchmarks.minigo_pod_selfplay'] +
+                            [a for a in sys.argv[1:]
+                             if not a.startswith(('--store', '--machine'))]),
+        'date': datetime.date.today().isoformat(),
+        'leaves_a_position': round(leaves_a_position, 1),
+        'machine': FLAGS.machine,
+        'readouts': options.num_readouts,
+        'search_positions_a_second_a_core': round(search_rate, 3)})
+    print(f'stored in {os.path.relpath(minigo_price.RATES_PATH)}')
 
 
 if __name__ == '__main__':
@@ -143,6 +153,10 @@ if __name__ == '__main__':
   flags.DEFINE_integer('games', 8192, 'Games a generation (MLPerf\'s least).')
   flags.DEFINE_integer('moves_a_game', 250, 'Moves a 19x19 game (assumed: '
                        'the run does not log it).')
+  flags.DEFINE_bool('store', False, 'Write the measured rates for '
+                    'tools.predict (tools/predictor/data/minigo_rates.json).')
+  flags.DEFINE_string('machine', 'this machine', 'With --store: what ran it '
+                      '(cores, CPU), as the prediction quotes it.')
   flags.DEFINE_integer('host_cores', 120, 'Cores a v4 host gives the search '
                        '(no Google page says: an assumption).')
   entry_point.parse_flags_early(lambda: None)  # Flag errors: exit 2.

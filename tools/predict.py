@@ -249,11 +249,23 @@ def batch_warning(per_replica_batch: float, fitted_batch,
 
 def predict_one(gin_files, params, accelerator, efficiency=0.0,
                 host_input_rate=0.0) -> str:
-  """The prediction of a config on a slice ('': its own), as printed."""
+  """The prediction of a config on a slice ('': its own), as printed; a
+  MiniGo config's generation priced from measured rates."""
+  from tools.predictor import configs  # pylint: disable=import-outside-toplevel
+  from tools.predictor import minigo  # pylint: disable=import-outside-toplevel
   from tools.predictor import model  # pylint: disable=import-outside-toplevel
-  (machine, run, program, estimate, efficiency, fitted_on,
-   fitted_batch, kernel_seconds, eval_overhead) = _predict(
-       gin_files, params, accelerator, efficiency)
+  try:
+    (machine, run, program, estimate, efficiency, fitted_on,
+     fitted_batch, kernel_seconds, eval_overhead) = _predict(
+         gin_files, params, accelerator, efficiency)
+  except configs.SelfPlayConfig as selfplay:
+    accelerator = accelerator or selfplay.macros['ACCELERATOR']
+    if not accelerator:
+      raise ValueError('The config names no slice (its hardware file has no '
+                       'ACCELERATOR): pass --accelerator, e.g. v4-128.'
+                       ) from None
+    return minigo.describe(' '.join(gin_files), selfplay.macros,
+                           accelerator, minigo.load_rates())
   p = model.predict(cost=program, machine_=machine, run=run,
                     efficiency=efficiency, samples=estimate.samples,
                     host_input_rate=host_input_rate,
@@ -346,6 +358,8 @@ def main(argv):
         compare.write_fit(compare.fit(rows))
         print('wrote tools/predictor/data/ttt_fit.json')
       print(compare.markdown(compare.out_of_sample(rows)))
+      print()
+      print(compare.minigo_line())
       return 0
     if not FLAGS.gin_file:
       raise ValueError('Pass the experiment with --gin_file (e.g. '

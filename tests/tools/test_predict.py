@@ -245,10 +245,47 @@ def test_the_transformer_and_dlrm_costs_agree_with_the_textbook_counts():
                                    128 * sum(whole))
 
 
-def test_minigo_is_refused_with_the_reason():
+def test_minigo_is_priced_from_measured_rates_not_fitted(tmp_path):
   from tools import predict
-  with pytest.raises(ValueError, match='self-play'):
-    predict.predict_one(['gin/minigo_pod.gin'], [], '')
+  from tools.predictor import configs
+  from tools.predictor import minigo
+  # The step model still refuses it, with the reason.
+  with pytest.raises(configs.SelfPlayConfig, match='self-play'):
+    configs.read(['gin/minigo_pod.gin'], [])
+  out = predict.predict_one(['gin/minigo_pod.gin'], [], 'v4-128')
+  assert out.startswith('gin/minigo_pod.gin on v4-128: 64 chips, 16 hosts; '
+                        'built from measured rates, not fitted'), out
+  # The arithmetic: 8,192 games x 250 moves over the measured rate on 16
+  # hosts' 120 cores; the network's FLOPs over 64 chips' peak.
+  rates = minigo.load_rates()
+  positions = 8192 * 250
+  search = positions / (rates['search_positions_a_second_a_core'] * 120 * 16)
+  assert f'search         {search / 60:.1f} min on 16 hosts' in out
+  flops = minigo.network_flops(19, 6, 64)
+  network = positions * rates['leaves_a_position'] * flops / (64 * 275e12)
+  assert f'network        {network:.1f} s on 64 chips at peak' in out
+  # Fewer readouts than the rates' are said.
+  fewer = predict.predict_one(['gin/minigo_pod.gin'], ['NUM_READOUTS = 100'],
+                              'v4-128')
+  assert 'warning        the rates were measured at 800 readouts' in fewer
+  # Without the rates, the command that measures them.
+  with pytest.raises(FileNotFoundError, match='minigo_pod_selfplay'):
+    minigo.load_rates(str(tmp_path / 'none.json'))
+
+
+def test_minigos_network_flops_are_xlas_count():
+  from core import startup
+  startup.import_tensorflow()
+  import tensorflow as tf
+  from models.minigo import model as minigo_model
+  from tools.predictor import minigo
+  net = minigo_model.DualNet(board_size=9, trunk_layers=2, conv_width=16,
+                             fc_width=16, seed=0)
+  x = tf.zeros([8, 9, 9, 13])
+  step = cost_lib._step_cost(  # pylint: disable=protected-access
+      lambda x: net(x, training=False)[:2], (x,), batch=8)
+  assert step.flops / 8 == pytest.approx(
+      minigo.network_flops(9, 2, 16, fc=16), rel=0.05)
 
 
 def test_every_pod_and_slice_config_answers_or_refuses_with_the_true_reason():
@@ -256,10 +293,9 @@ def test_every_pod_and_slice_config_answers_or_refuses_with_the_true_reason():
   configs = sorted(glob.glob(os.path.join(helpers.ROOT, 'gin', '*_pod.gin')) +
                    glob.glob(os.path.join(helpers.ROOT, 'gin', '*_v3_32.gin')) +
                    glob.glob(os.path.join(helpers.ROOT, 'gin', '*_v4_16.gin')))
-  # The true reasons: GNMT's step is loops XLA's count takes once; MiniGo
-  # trains on data made between generations.
-  refused = {'gnmt': 'loops over each sentence\'s words .* Google ran it',
-             'minigo': 'data its own model makes between generations'}
+  # The true reason: GNMT's step is loops XLA's count takes once. MiniGo's
+  # is priced from measured rates.
+  refused = {'gnmt': 'loops over each sentence\'s words .* Google ran it'}
   assert len(configs) == 14
   answered = 0
   for path in configs:
@@ -271,6 +307,9 @@ def test_every_pod_and_slice_config_answers_or_refuses_with_the_true_reason():
       continue
     out = predict.predict_one([config], [], '')
     assert out.startswith(f'{config} on v'), out
+    if benchmark == 'minigo':
+      assert 'built from measured rates, not fitted' in out
+      continue
     assert re.search(r'time to train  \d', out), out
     assert 'fitted: efficiency' in out
     answered += 1
@@ -447,6 +486,7 @@ def test_the_docs_table_is_the_comparison_the_command_prints():
   with open(os.path.join(helpers.ROOT, 'docs', 'benchmarks.md')) as f:
     docs = f.read()
   assert table in docs
+  assert compare.minigo_line() in docs
   # Every row predicted but the V100 server's and Mask R-CNN's v3-1024
   # (one folder a benchmark and generation), none from its own folder's
   # constants.

@@ -355,6 +355,20 @@ def out_of_sample(rows: list[Row]) -> list[Row]:
   return rows
 
 
+MINIGO_CONFIG = 'gin/minigo_pod.gin'
+
+
+def minigo_line() -> str:
+  """MiniGo beside Google's v4-128 folder, from measured rates (not
+  fitted: tools/predictor/minigo.py)."""
+  from tools.predictor import minigo  # pylint: disable=import-outside-toplevel
+  try:
+    configs.read([MINIGO_CONFIG], [])
+  except configs.SelfPlayConfig as selfplay:
+    return minigo.compare_line(selfplay.macros, minigo.load_rates())
+  raise ValueError(f'{MINIGO_CONFIG} is not a self-play config.')
+
+
 def _folders(names: list[str]) -> str:
   """'tpu-v4-16-TF resnet', ... as 'resnet on v4-16-TF, v4-128-TF'."""
   by_benchmark = {}

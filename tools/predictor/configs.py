@@ -20,6 +20,16 @@ NOT_COSTED = {
 }
 
 
+class SelfPlayConfig(ValueError):
+  """A config that trains on data its own model makes between generations
+  (MiniGo): the step model cannot price it; tools/predictor/minigo.py
+  prices it from measured rates with `macros`, the config's values."""
+
+  def __init__(self, message: str, macros: dict):
+    super().__init__(message)
+    self.macros = macros
+
+
 def read(gin_files: list[str], bindings: list[str]):
   """(model.Run, the hardware file's ACCELERATOR or '') of a config."""
   import gin  # pylint: disable=import-outside-toplevel
@@ -43,15 +53,18 @@ def read(gin_files: list[str], bindings: list[str]):
     shape = tuple(gin.get_configurable(mesh.MeshConfig)().shape)
     hardware = gin.get_configurable(strategy.StrategyConfig)()
     bn_group = _macro(gin, 'BN_GROUP_SIZE', 1)
+    if callable(getattr(task.data, 'produce', None)):
+      from tools.predictor import minigo  # pylint: disable=import-outside-toplevel
+      raise SelfPlayConfig(
+          f'{gin_files[0]} trains on data its own model makes between '
+          'generations (MiniGo\'s self-play): the time-to-train model costs '
+          'training steps on a fixed data set and cannot predict it; '
+          'tools.predict prices its generations from measured rates '
+          'instead (docs/predict.md).',
+          {name: _macro(gin, name, None) for name in minigo.MACROS})
   finally:
     gin.clear_config()
   benchmark = task.mlperf_benchmark
-  if callable(getattr(task.data, 'produce', None)):
-    raise ValueError(
-        f'{gin_files[0]} trains on data its own model makes between '
-        'generations (MiniGo\'s self-play): the time-to-train model costs '
-        'training steps on a fixed data set and cannot predict it; '
-        'docs/minigo.md has measured figures.')
   if benchmark in NOT_COSTED:
     ran = ', '.join(convergence.google_folders(benchmark)) or 'nowhere'
     raise ValueError(f'{gin_files[0]}: the time-to-train model cannot '
