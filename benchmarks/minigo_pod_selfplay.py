@@ -35,8 +35,6 @@ from core import entry_point
 from tools.predictor import minigo as minigo_price
 
 FLAGS = flags.FLAGS
-V4_PEAK = 275e12  # bf16 FLOP/s a chip: https://cloud.google.com/tpu/docs/v4
-V4_128_CHIPS, CHIPS_A_HOST = 64, 4
 RATES_ABOUT = ('MiniGo 19x19 self-play at gin/minigo_pod.gin\'s settings on '
                'the forest (benchmarks/minigo_pod_selfplay.py --store): the '
                'search\'s positions a second on one core, the network\'s '
@@ -93,6 +91,11 @@ def main(argv):
     runner.round(playing)
   wall = time.perf_counter() - start
   positions = moves() - first
+  if not positions:
+    raise app.UsageError(
+        f'No move was played in --seconds={FLAGS.seconds} (each round '
+        f'searches {FLAGS.concurrent} games): measure longer, or with fewer '
+        '--concurrent games. Nothing was stored.')
   search = wall - spent['seconds']
   leaves_a_position = spent['rows'] / positions
   search_rate = positions / search  # One core.
@@ -104,19 +107,25 @@ def main(argv):
         f'({network_rate:.0f} leaves/s), the search {search:.1f} s '
         f'({search_rate:.3f} positions/s, '
         f'{spent["rows"] / search:.0f} leaves/s on one core)')
-  generation = FLAGS.games * FLAGS.moves_a_game
-  hosts = V4_128_CHIPS // CHIPS_A_HOST
-  host_seconds = generation / (search_rate * FLAGS.host_cores * hosts)
+  # The generation's arithmetic is the predictor's (its training is not
+  # part of this benchmark: no steps).
+  g = minigo_price.generation(
+      {'BOARD_SIZE': size, 'TRUNK_LAYERS': blocks, 'CONV_WIDTH': width,
+       'FC_WIDTH': width, 'GAMES_PER_GENERATION': FLAGS.games,
+       'STEPS_PER_GENERATION': 0, 'GLOBAL_BATCH_SIZE': 0},
+      minigo_price.GOOGLE_ACCELERATOR,
+      {'search_positions_a_second_a_core': search_rate,
+       'leaves_a_position': leaves_a_position},
+      host_cores=FLAGS.host_cores, moves_a_game=FLAGS.moves_a_game)
+  host_seconds = g.search
   flops = minigo_price.network_flops(size, blocks, width)
-  chip_seconds = (generation * leaves_a_position * flops
-                  / (V4_128_CHIPS * V4_PEAK))
-  google = minigo_price.GOOGLE_MINUTES / minigo_price.GOOGLE_GENERATIONS
+  google = minigo_price.google_generation_seconds() / 60
   google_now = google * FLAGS.games / minigo_price.GOOGLE_GAMES
   print(f'A generation of {FLAGS.games} games of {FLAGS.moves_a_game} moves '
-        f'({generation:,} positions) on a v4-128: the search '
-        f'{host_seconds / 60:.1f} min on {hosts} hosts of '
-        f'{FLAGS.host_cores} cores; the network {chip_seconds:.1f} s on '
-        f'{V4_128_CHIPS} chips at peak ({flops / 1e6:.0f} MFLOP a leaf). '
+        f'({g.positions:,} positions) on a {g.accelerator}: the search '
+        f'{host_seconds / 60:.1f} min on {g.hosts} hosts of '
+        f'{FLAGS.host_cores} cores; the network {g.network:.1f} s on '
+        f'{g.chips} chips at peak ({flops / 1e6:.0f} MFLOP a leaf). '
         f'Google: {google:.1f} min a generation of '
         f'{minigo_price.GOOGLE_GAMES:,} games '
         f'({google_now:.2f} min for '

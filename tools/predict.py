@@ -101,8 +101,7 @@ def knob(p) -> str:
             'WEIGHT_UPDATE_SHARDING=True spreads it over the replicas'.format(
                 p.update / step))
   if p.evals * p.eval > 0.2 * p.time_to_train:
-    hosts = p.eval - p.eval_steps * p.eval_step
-    if hosts > 0.5 * p.eval:
+    if p.eval_hosts > 0.5 * p.eval:
       return ('evaluation is {:.0%} of the run, most of it the hosts\' '
               'metric that training does not hide: more processes for it '
               '(METRIC_PROCESSES) or evaluate less often '
@@ -165,9 +164,8 @@ def describe(p, *, config: str, sources, warning: str, fitted_on: str,
       host,
       f'  eval           {_time(p.eval)} each ({r.eval_samples:,} samples in '
       f'{p.eval_steps} steps of {_ms(p.eval_step)}'
-      + (f', and {_time(p.eval - p.eval_steps * p.eval_step)} on the hosts '
-         'that training does not hide (fitted)'
-         if p.eval > p.eval_steps * p.eval_step * 1.0001 else '') +
+      + (f', and {_time(p.eval_hosts)} on the hosts that training does '
+         'not hide (fitted)' if p.eval_hosts else '') +
       f'), {p.evals} evals: {_time(p.evals * p.eval)}',
       f'  steps          {p.steps:,.0f} to the target ({p.samples / 1e6:.3g}M '
       f'samples: {"; ".join(sources)})',

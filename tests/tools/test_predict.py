@@ -271,6 +271,14 @@ def test_minigo_is_priced_from_measured_rates_not_fitted(tmp_path):
   # Without the rates, the command that measures them.
   with pytest.raises(FileNotFoundError, match='minigo_pod_selfplay'):
     minigo.load_rates(str(tmp_path / 'none.json'))
+  # A damaged or partial file: one line naming it and the fix.
+  bad = tmp_path / 'rates.json'
+  bad.write_text('{"search_positions_a_second_a_core": 8.3')
+  with pytest.raises(ValueError, match='rates.json is not JSON .*--store'):
+    minigo.load_rates(str(bad))
+  bad.write_text('{"search_positions_a_second_a_core": 8.3}')
+  with pytest.raises(ValueError, match='rates.json lacks leaves_a_position'):
+    minigo.load_rates(str(bad))
 
 
 def test_minigos_network_flops_are_xlas_count():

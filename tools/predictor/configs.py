@@ -4,6 +4,7 @@ import math
 
 from tools.predictor import convergence
 from tools.predictor import cost as cost_lib
+from tools.predictor import minigo
 from tools.predictor import model
 
 # Eval set sizes (eval_samples in Google's v0.7 logs, the MLPerf eval sets).
@@ -54,7 +55,6 @@ def read(gin_files: list[str], bindings: list[str]):
     hardware = gin.get_configurable(strategy.StrategyConfig)()
     bn_group = _macro(gin, 'BN_GROUP_SIZE', 1)
     if callable(getattr(task.data, 'produce', None)):
-      from tools.predictor import minigo  # pylint: disable=import-outside-toplevel
       raise SelfPlayConfig(
           f'{gin_files[0]} trains on data its own model makes between '
           'generations (MiniGo\'s self-play): the time-to-train model costs '

@@ -39,6 +39,8 @@ GOOGLE_MINUTES, GOOGLE_GENERATIONS, GOOGLE_GAMES = 150.947, 60, 40426
 # Assumptions the logs and Google's pages leave open.
 MOVES_A_GAME = 250  # A 19x19 game's moves: the run does not log them.
 HOST_CORES = 120  # Cores a v4 host gives the search: no page says.
+RATE_KEYS = ('search_positions_a_second_a_core', 'leaves_a_position',
+             'readouts', 'command', 'machine', 'date')
 MACROS = ('BOARD_SIZE', 'TRUNK_LAYERS', 'CONV_WIDTH', 'FC_WIDTH',
           'GAMES_PER_GENERATION', 'STEPS_PER_GENERATION',
           'GLOBAL_BATCH_SIZE', 'NUM_READOUTS', 'ACCELERATOR')
@@ -65,15 +67,24 @@ def load_rates(path: str = RATES_PATH) -> dict:
   --store writes them).
 
   Raises:
-    FileNotFoundError: naming the command that measures them.
+    FileNotFoundError, ValueError: naming the file and the command that
+      measures them.
   """
+  name = os.path.relpath(path, cost_lib.ROOT)
+  fix = ('measure the self-play rates (python -m '
+         'benchmarks.minigo_pod_selfplay --seconds=180 --store)')
   if not os.path.exists(path):
-    raise FileNotFoundError(
-        f'{os.path.relpath(path, cost_lib.ROOT)} is missing: measure the '
-        'self-play rates first (python -m benchmarks.minigo_pod_selfplay '
-        '--seconds=180 --store).')
-  with open(path) as f:
-    return json.load(f)
+    raise FileNotFoundError(f'{name} is missing: {fix}.')
+  try:
+    with open(path) as f:
+      rates = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError(f'{name} is not JSON ({e}): {fix}.') from None
+  missing = [k for k in RATE_KEYS if k not in rates] if isinstance(
+      rates, dict) else list(RATE_KEYS)
+  if missing:
+    raise ValueError(f'{name} lacks {", ".join(missing)}: {fix}.')
+  return rates
 
 
 def store_rates(rates: dict, path: str = RATES_PATH) -> None:
@@ -126,11 +137,17 @@ def generation(macros: dict, accelerator: str, rates: dict, *,
       host_cores=host_cores)
 
 
+def google_generation_seconds() -> float:
+  """A generation of Google's v4-128 run: its olympic mean over its
+  generations."""
+  return GOOGLE_MINUTES * 60 / GOOGLE_GENERATIONS
+
+
 def describe(config: str, macros: dict, accelerator: str,
              rates: dict) -> str:
   """What `python -m tools.predict --gin_file=<a MiniGo file>` prints."""
   g = generation(macros, accelerator, rates)
-  google = GOOGLE_MINUTES * 60 / GOOGLE_GENERATIONS
+  google = google_generation_seconds()
   theirs = generation(macros, GOOGLE_ACCELERATOR, rates, games=GOOGLE_GAMES)
   lines = [
       f'{config} on {accelerator}: {g.chips} chips, {g.hosts} hosts; built '
@@ -167,7 +184,7 @@ def compare_line(macros: dict, rates: dict) -> str:
   """`--compare`'s MiniGo line: Google's v4-128 folder against a
   generation built from measured rates (not fitted, not out of sample:
   nothing of Google's is used but its games a generation)."""
-  google = GOOGLE_MINUTES * 60 / GOOGLE_GENERATIONS
+  google = google_generation_seconds()
   ours = generation(macros, GOOGLE_ACCELERATOR, rates, games=GOOGLE_GAMES)
   return (f'MiniGo ({GOOGLE_SYSTEM}, built from measured rates, not '
           f'fitted): Google {GOOGLE_MINUTES:.2f} min, about '

@@ -150,7 +150,8 @@ class Prediction:
   step: float
   eval_step: float
   eval_steps: int
-  eval: float
+  eval: float  # eval_steps x eval_step + eval_hosts.
+  eval_hosts: float  # An eval's time on the hosts training does not hide.
   steps: float
   evals: int
   samples: float
@@ -247,7 +248,8 @@ def predict(*, cost, machine_: Machine, run: Run, efficiency: float,
                     group_sums=group_sums, bn_group=bn_group,
                     host_input=host_input, step=step,
                     eval_step=eval_step, eval_steps=eval_steps,
-                    eval=eval_time, steps=steps, evals=evals,
+                    eval=eval_time, eval_hosts=eval_overhead,
+                    steps=steps, evals=evals,
                     samples=samples, time_to_train=total)
 
 
