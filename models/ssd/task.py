@@ -24,7 +24,6 @@ import numpy as np
 import tensorflow as tf
 
 from input_pipeline import coco
-from input_pipeline.coco import CocoInput
 from input_pipeline import records
 from input_pipeline import ssd_boxes
 from models.common import backbone_checkpoint
@@ -140,7 +139,7 @@ class SsdTask:
   # on a score); int8 there cost 2-3% of the mAP (docs/inference.md).
   float_outputs = ('class_logits',)
 
-  def __init__(self, *, model, data: CocoInput, target_map: float = 0.23,
+  def __init__(self, *, model, data: coco.CocoInput, target_map: float = 0.23,
                backbone_checkpoint: str = '', init_checkpoint: str = '',
                metric_processes: int = 4):
     """Args:
