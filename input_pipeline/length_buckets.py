@@ -42,6 +42,21 @@ from input_pipeline.translation import TranslationInput
 # Google's compiled lengths below the longest (model.py's switch branches).
 GOOGLE_LENGTHS = (18, 24, 30, 36, 42)
 
+# The synthetic mode's data, as MLPerf v0.7 GNMT's: 32,317 BPE tokens,
+# pairs of at most 48 ids, 3,442,299 of them (Google's train_samples),
+# newstest2014's 3,003 eval sources padded to 160 (their src_max_len_infer).
+# The pairs' shares of the buckets are ASSUMED, not measured (no WMT16
+# build here): a log-normal length of the pair's longer side, median 25
+# ids and sigma 0.5, cut at 48 (mean 28.7 ids; Google's 566,340 packed
+# Transformer rows of 256 ids hold WMT's 4.5M pairs at ~32 ids a pair
+# slot). A step's cost is nearly linear in its bucket's length, so what
+# the time-to-train model takes from them is that mean (docs/predict.md).
+SYNTHETIC_METADATA = {
+    'vocab_size': 32317, 'max_length': 48, 'eval_length': 160,
+    'train_pairs': 3442299, 'eval_pairs': 3003, 'layout': 'pairs',
+    'buckets': [[18, 902094], [24, 807744], [30, 678738], [36, 488412],
+                [42, 326885], [48, 238426]]}
+
 
 def bucket_lengths(max_length: int) -> tuple[int, ...]:
   """The static lengths: Google's below max_length, then max_length."""
@@ -88,10 +103,10 @@ class LengthBucketInput(TranslationInput):
 
   build_flags = ' --layout=pairs'
   quickstart_data = 'gnmt_data'
+  synthetic_metadata = SYNTHETIC_METADATA
+  _only_bucket = None  # shape_only's choice.
 
-  @property
-  def buckets(self) -> list[tuple[int, int]]:
-    """(length, training pairs) of each bucket."""
+  def _all_buckets(self) -> list[tuple[int, int]]:
     if 'buckets' not in self.metadata:
       raise ValueError(
           f'{self.data_dir}/metadata.json has no length buckets: GNMT reads '
@@ -99,6 +114,28 @@ class LengthBucketInput(TranslationInput):
           f'.py{self.build_flags} (make {self.quickstart_data} builds the '
           'quickstart\'s).')
     return [tuple(b) for b in self.metadata['buckets']]
+
+  @property
+  def buckets(self) -> list[tuple[int, int]]:
+    """(length, training pairs) of each bucket (after shape_only: none but
+    in its bucket)."""
+    return [(length, pairs if self._only_bucket in (None, i) else 0)
+            for i, (length, pairs) in enumerate(self._all_buckets())]
+
+  # tools.predictor.cost.ShapedTrain: a step's graph is its bucket's.
+  def train_shares(self) -> list[float]:
+    """Each bucket's share of the training pairs (so of an epoch's steps),
+    whichever shape_only chose."""
+    pairs = [p for _, p in self._all_buckets()]
+    return [p / sum(pairs) for p in pairs]
+
+  def shape_only(self, index: int) -> None:
+    """Synthetic batches of bucket `index` alone, and the others left
+    without pairs (so the task traces no graph of theirs)."""
+    if not self.synthetic:
+      raise ValueError('shape_only is for synthetic batches (the '
+                       'time-to-train model\'s count).')
+    self._only_bucket = index
 
   @property
   def lengths(self) -> tuple[int, ...]:
@@ -204,16 +241,20 @@ class LengthBucketInput(TranslationInput):
             'bucket': tf.fill([batch], index)}
 
   def _synthetic_train(self, batch: int):
-    """Batches of the longest bucket: pairs of max_length - 1 ids and EOS."""
+    """Batches of one bucket (shape_only's, else the longest): pairs that
+    fill it, its length - 1 ids and EOS, padded to max_length."""
     rng = np.random.default_rng(self.seed)
-    length = self.max_length
+    index = (len(self.buckets) - 1 if self._only_bucket is None
+             else self._only_bucket)
+    length = self.lengths[index]
     ids = lambda: np.concatenate([  # noqa: E731
         rng.integers(3, self.metadata['vocab_size'], (batch, length - 1)),
         np.ones((batch, 1))], 1).astype(np.int32)
-    source, target = ids(), ids()
+    pad = lambda a: np.pad(a, [[0, 0], [0, self.max_length - length]])  # noqa: E731
+    source, target = pad(ids()), pad(ids())
     return records.synthetic_batches({
         'source': source, 'target_output': target,
         'target_input': np.pad(target[:, :-1], [[0, 0], [1, 0]]),
         'source_length': np.full(batch, length, np.int32),
         'target_length': np.full(batch, length, np.int32),
-        'bucket': np.full(batch, len(bucket_lengths(length)) - 1, np.int32)})
+        'bucket': np.full(batch, index, np.int32)})

@@ -34,6 +34,8 @@ class TranslationInput:
   # How its data is built, for the messages that say so.
   build_flags = ''
   quickstart_data = 'transformer_data'
+  # The synthetic mode's metadata.json.
+  synthetic_metadata = SYNTHETIC_METADATA
 
   def __init__(self, *, data_dir: str, shuffle_buffer: int = 1024,
                cycle_length: int = 8, deterministic: bool = False,
@@ -61,7 +63,7 @@ class TranslationInput:
   @property
   def metadata(self) -> dict:
     if self._metadata is None and self.synthetic:
-      self._metadata = dict(SYNTHETIC_METADATA)
+      self._metadata = dict(self.synthetic_metadata)
     if self._metadata is None:
       path = os.path.join(self.data_dir, 'metadata.json')
       if not tf.io.gfile.exists(path):

@@ -14,6 +14,20 @@ from distribution import weight_update_sharding as wus
 from training import losses
 
 
+def static_row_shapes(grads, variables) -> list:
+  """The gradients, each IndexedSlices (an embedding lookup's rows) given
+  its variable's static shape as its dense shape. A lookup inside a branch
+  of control flow (GNMT's bucket switch_case) hands its gradient's dense
+  shape out of the branch as a tensor XLA cannot fold, and densifying it
+  (the clip's norm, a dense update) then needs a shape known when
+  compiling: a TPU's compile and `jit_compile` refuse it otherwise."""
+  return [tf.IndexedSlices(g.values, g.indices, tf.constant(
+      v.shape.as_list(), tf.int64 if g.dense_shape is None
+      else g.dense_shape.dtype))
+          if isinstance(g, tf.IndexedSlices) and v.shape.is_fully_defined()
+          else g for g, v in zip(grads, variables)]
+
+
 def l2_loss(variables, decays) -> tf.Tensor:
   """0.5 * sum of squares over the variables that take weight decay."""
   terms = [tf.nn.l2_loss(v) for v, decay in zip(variables, decays) if decay]
@@ -86,7 +100,9 @@ def make_train_loop(*, strategy, model, optimizer, learning_rate, task,
       if weight_decay:
         loss += (weight_decay * l2_loss(variables, decays) /
                  ctx.num_replicas_in_sync)
-    all_grads = tape.gradient(loss, variables + local_variables)
+    all_grads = static_row_shapes(
+        tape.gradient(loss, variables + local_variables),
+        variables + local_variables)
     grads = gradients_lib.all_reduce_gradients(all_grads[:len(variables)],
                                  options=gradients,
                                  replica_factor=share.replica_factor,

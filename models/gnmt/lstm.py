@@ -25,6 +25,14 @@ computed for all steps at once before the loop, as theirs.
 The values are those of automatic differentiation of the same cell (a
 test holds them to it and to a NumPy version of Google's loop); the order
 of the sums differs, so the last bits may.
+
+`unrolled=True` writes both loops out step by step over the static time
+instead (the same bodies; every step runs, so the first `longest` steps
+hold the same values and the later ones are not zero): the time-to-train
+model's count (tools/predictor/cost.py COUNTED_PROGRAM), since XLA counts a
+while loop's body once. In the GNMT every step past the batch's longest
+sequence is masked before it reaches an earlier step or the loss, so the
+loss and gradients are the same (a test holds them).
 """
 
 import tensorflow as tf
@@ -43,8 +51,21 @@ def _stack(array, longest, time):
   return tf.pad(written, [[0, time - longest], [0, 0], [0, 0]])
 
 
+def _loop(body, carry, longest, time, unrolled: bool):
+  """`body` while its step counter is below `longest` (at most `time`
+  times), or `time` times written out (`unrolled`: time must be static)."""
+  if not unrolled:
+    return tf.while_loop(lambda i, *_: i < longest, body, carry,
+                         maximum_iterations=time, parallel_iterations=32)
+  if not isinstance(time, int):
+    raise ValueError('An unrolled LSTM needs a static time dimension.')
+  for _ in range(time):
+    carry = body(*carry)
+  return carry
+
+
 def lstm_layer(inputs, input_kernel, kernel, bias, max_length, padding=None,
-               reverse: bool = False):
+               reverse: bool = False, unrolled: bool = False):
   """An LSTM over time from a zero state, as their `build_rnn` drives it.
 
   Args:
@@ -58,12 +79,14 @@ def lstm_layer(inputs, input_kernel, kernel, bias, max_length, padding=None,
       layer passes it: each sequence's backward state starts at its own
       last token; the state is zeroed where it is 0); None: no mask.
     reverse: run from the last step to the first.
+    unrolled: every step of the static time written out (the module
+      docstring): for counting a step's cost.
 
   Returns:
     h of every step, [time, batch, units].
   """
   dtype = inputs.dtype
-  longest = tf.cast(max_length, tf.int32)
+  longest = inputs.shape[0] if unrolled else tf.cast(max_length, tf.int32)
   features, units = input_kernel.shape[0], kernel.shape[0]
   mask = None if padding is None else tf.expand_dims(
       tf.cast(padding, dtype), 2)
@@ -71,11 +94,11 @@ def lstm_layer(inputs, input_kernel, kernel, bias, max_length, padding=None,
   @tf.custom_gradient
   def run(x, input_kernel, kernel, bias):
     gates_x = tf.nn.bias_add(tf.einsum('tbf,fd->tbd', x, input_kernel), bias)
-    h, saved = _forward(gates_x, kernel, mask, longest, reverse)
+    h, saved = _forward(gates_x, kernel, mask, longest, reverse, unrolled)
 
     def gradients(dh):
       dgates, dx = _backward(dh, input_kernel, kernel, h, saved, mask,
-                             longest, reverse)
+                             longest, reverse, unrolled)
       dgates = tf.reshape(dgates, [-1, 4 * units])
       h_before = tf.reshape(_before(h, reverse), [-1, units])
       return (dx,
@@ -102,7 +125,7 @@ def _step_order(longest, reverse):
   return (lambda i: longest - 1 - i) if reverse else (lambda i: i)
 
 
-def _forward(x, wh, mask, longest, reverse):
+def _forward(x, wh, mask, longest, reverse, unrolled):
   """The forward loop over x = inputs W_x + b, [time, batch, 4 units].
 
   Returns:
@@ -137,16 +160,14 @@ def _forward(x, wh, mask, longest, reverse):
             es.write(t, og * (1 - tc * tc)), fs.write(t, fg))
 
   zeros = tf.zeros([batch, units], dtype)
-  _, _, _, *arrays = tf.while_loop(
-      lambda i, *_: i < longest, body,
-      (0, zeros, zeros, array(units), array(4 * units), array(units),
-       array(units)),
-      maximum_iterations=time, parallel_iterations=32)
+  _, _, _, *arrays = _loop(
+      body, (0, zeros, zeros, array(units), array(4 * units), array(units),
+             array(units)), longest, time, unrolled)
   h, *saved = (_stack(a, longest, time) for a in arrays)
   return h, saved
 
 
-def _backward(dh_out, wx, wh, h, saved, mask, longest, reverse):
+def _backward(dh_out, wx, wh, h, saved, mask, longest, reverse, unrolled):
   """The backward loop: the gates' gradients [time, batch, 4 units] and the
   input's [time, batch, features] (a step at a time: off the step's
   chain, on a CPU it overlaps it)."""
@@ -172,9 +193,7 @@ def _backward(dh_out, wx, wh, h, saved, mask, longest, reverse):
     return tf.TensorArray(dtype, size=time, element_shape=[h.shape[1], width])
 
   zeros = tf.zeros([batch, units], dtype)
-  _, _, _, _, dgs, dxs = tf.while_loop(
-      lambda i, *_: i < longest, body,
-      (0, tf.zeros([batch, 4 * units], dtype), zeros, zeros,
-       array(4 * units), array(wx.shape[0])),
-      maximum_iterations=time, parallel_iterations=32)
+  _, _, _, _, dgs, dxs = _loop(
+      body, (0, tf.zeros([batch, 4 * units], dtype), zeros, zeros,
+             array(4 * units), array(wx.shape[0])), longest, time, unrolled)
   return _stack(dgs, longest, time), _stack(dxs, longest, time)

@@ -57,7 +57,7 @@ def lstm_step(gate_inputs, h, c, kernel, bias, padding=None):
   return new_h, new_c
 
 
-def _over_time(cell, inputs, state, outputs, longest):
+def _over_time(cell, inputs, state, outputs, longest, unrolled=False):
   """Their `build_rnn`'s loop: `cell(state, x)` -> state at the steps
   below `longest`; at the later steps the state is kept and the outputs are
   zero. Every step runs (static shapes). (The decoder's attention layer's
@@ -76,6 +76,9 @@ def _over_time(cell, inputs, state, outputs, longest):
     state: a tuple of initial tensors.
     outputs: the indices in the state of the outputs wanted.
     longest: the batch's longest sequence.
+    unrolled: every step written out over the static time instead of
+      `tf.scan`'s loop (the same steps and values): for counting a step's
+      cost (models/gnmt/lstm.py says why).
 
   Returns:
     The outputs of every step, each [time, ...].
@@ -86,8 +89,16 @@ def _over_time(cell, inputs, state, outputs, longest):
     return tuple(tf.where(t < longest, n, o)
                  for n, o in zip(cell(carry, tuple(x)), carry))
 
-  steps = tf.range(tf.shape(inputs[0])[0])
-  states = tf.scan(step, (*inputs, steps), initializer=state)
+  if unrolled:
+    carry, every = state, []
+    for t in range(inputs[0].shape[0]):
+      carry = step(carry, (*(x[t] for x in inputs), t))
+      every.append(carry)
+    states = tuple(tf.stack(s) for s in zip(*every))
+    steps = tf.range(inputs[0].shape[0])
+  else:
+    steps = tf.range(tf.shape(inputs[0])[0])
+    states = tf.scan(step, (*inputs, steps), initializer=state)
   run = tf.reshape(steps < longest, [-1, 1, 1])
   return tuple(tf.where(run, states[i], tf.zeros_like(states[i]))
                for i in outputs)
@@ -132,7 +143,7 @@ def _longest(mask):
   return tf.cast(tf.reduce_max(tf.reduce_sum(mask, 0)), tf.int32)
 
 
-def encoder(emb, source_mask, weights, drop=None):
+def encoder(emb, source_mask, weights, drop=None, unrolled=False):
   """Their GNMT encoder: a bidirectional layer, then three layers, residual
   from the second of them on.
 
@@ -143,6 +154,7 @@ def encoder(emb, source_mask, weights, drop=None):
       them}; the first uni layer's input kernel takes 2 units.
     drop: their dropout, applied to the embeddings and every uni layer's
       input in training (None: none).
+    unrolled: the time loops written out (models/gnmt/lstm.py).
 
   Returns:
     [source time, batch, units], zero past each source.
@@ -152,19 +164,21 @@ def encoder(emb, source_mask, weights, drop=None):
   longest = _longest(source_mask)
   emb = drop(emb)
   (fw_x, fw_k, fw_b), (bw_x, bw_k, bw_b) = weights['fw'], weights['bw']
-  forward = lstm_layer(emb, fw_x, fw_k, fw_b, longest)
+  forward = lstm_layer(emb, fw_x, fw_k, fw_b, longest, unrolled=unrolled)
   backward = lstm_layer(emb, bw_x, bw_k, bw_b, longest, source_mask,
-                        reverse=True)
+                        reverse=True, unrolled=unrolled)
   out = tf.concat([forward, backward], -1) * mask
   for i, (input_kernel, kernel, bias) in enumerate(weights['uni']):
     below = out
-    out = lstm_layer(drop(out), input_kernel, kernel, bias, longest)
+    out = lstm_layer(drop(out), input_kernel, kernel, bias, longest,
+                     unrolled=unrolled)
     if i > 0:
       out += below
   return out * mask
 
 
-def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
+def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None,
+            unrolled=False):
   """Their GNMT decoder in training (teacher forcing): an attention layer
   with input feeding, then three layers on [h, context], residual from the
   second of them on.
@@ -178,6 +192,7 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
       bias, memory_kernel, query_kernel, v, g, b), 'layers': three
       (input_kernel, kernel, bias), each input kernel taking 2 units}.
     drop: their dropout on the embeddings and the layers' inputs.
+    unrolled: the time loops written out (models/gnmt/lstm.py).
 
   Returns:
     [target time, batch, units], zero past each target.
@@ -196,7 +211,8 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
     return attention_step(x[0], state, a, keys, encoder_out, attend)[0]
 
   zeros = tf.zeros([batch, units], emb.dtype)
-  out, context = _over_time(cell, (gates_x,), (zeros,) * 3, (0, 2), longest)
+  out, context = _over_time(cell, (gates_x,), (zeros,) * 3, (0, 2), longest,
+                            unrolled)
   # Each layer reads the context through one broadcast: three direct reads
   # would sum their gradients in an AddN of three (see `_over_time`).
   count = len(weights['layers'])
@@ -205,7 +221,8 @@ def decoder(emb, target_mask, encoder_out, source_mask, weights, drop=None):
   for i, (input_kernel, kernel, bias) in enumerate(weights['layers']):
     below = out
     inputs = drop(tf.concat([out, contexts[i]], -1))
-    out = lstm_layer(inputs, input_kernel, kernel, bias, longest)
+    out = lstm_layer(inputs, input_kernel, kernel, bias, longest,
+                     unrolled=unrolled)
     if i > 0:
       out += below
   return out * mask
@@ -279,7 +296,8 @@ class GNMT(tf.Module):
 
   def __init__(self, *, vocab_size: int, units: int = 1024,
                dropout_rate: float = 0.2, init_weight: float = 0.1,
-               compute_dtype: str = 'float32', seed: int = 0):
+               compute_dtype: str = 'float32', seed: int = 0,
+               time_loops: str = 'while'):
     """Args:
       vocab_size: the shared vocabulary (MLPerf: 32,317 BPE tokens).
       units: LSTM, attention and embedding width (MLPerf: 1024).
@@ -289,11 +307,19 @@ class GNMT(tf.Module):
         weights are kept in float32 and cast for the cells; the projection
         and the loss stay float32.
       seed: initialisation and dropout seed.
+      time_loops: 'while' (Google's: loops over the steps below the
+        batch's longest sequence) or 'unrolled' (every step of the static
+        length written out, the same loss and gradients: how the
+        time-to-train model counts a step, tools/predictor/cost.py).
     """
     super().__init__(name='gnmt')
     if units <= 0 or vocab_size <= 1:
       raise ValueError(f'GNMT needs units > 0 and vocab_size > 1, got '
                        f'units={units}, vocab_size={vocab_size}.')
+    if time_loops not in ('while', 'unrolled'):
+      raise ValueError(f"GNMT.time_loops must be 'while' or 'unrolled', got "
+                       f'{time_loops!r} (gin: TIME_LOOPS).')
+    self._unrolled = time_loops == 'unrolled'
     self.vocab_size, self.units = vocab_size, units
     self.dtype = layers.compute_dtype(compute_dtype)
     self._drop = layers.Dropout(dropout_rate, seed)
@@ -348,7 +374,7 @@ class GNMT(tf.Module):
                                          self.dtype))
     out = encoder(self._embed(self.source_embedding, source), mask,
                   _weights_in(self.encoder_weights, self.dtype),
-                  self._dropout(training))
+                  self._dropout(training), self._unrolled)
     return out, mask
 
   def __call__(self, batch, length: int, training: bool = True):
@@ -376,7 +402,7 @@ class GNMT(tf.Module):
                               batch['target_input'][:, :length]),
                   target_mask, encoded, source_mask,
                   _weights_in(self.decoder_weights, self.dtype),
-                  self._dropout(training))
+                  self._dropout(training), self._unrolled)
     logits = tf.matmul(tf.reshape(tf.cast(out, tf.float32), [-1, self.units]),
                        self.output_projection)
     targets = tf.reshape(tf.transpose(batch['target_output'][:, :length]),

@@ -96,3 +96,14 @@ class GnmtTask(BleuTranslation):
         source_length=inputs.shape[1], length_penalty=self.length_penalty,
         coverage_penalty=self.coverage_penalty, eos_id=subwords.EOS_ID,
         start_id=subwords.PAD_ID)
+
+  def eval_search_step(self, model, batch):
+    """One iteration of the eval's beam search, for the time-to-train
+    model's count (tools.predictor.cost.SearchingEval: XLA counts a loop's
+    body once): the decoder's step at this batch x beam, its arguments and
+    the most steps the search runs (max_decode_length)."""
+    inputs = batch['inputs']
+    lengths = tf.reduce_sum(tf.cast(inputs > 0, tf.int32), 1)
+    state, source = model.start_decoding(inputs, lengths, self.beam_size)
+    ids = tf.zeros([inputs.shape[0] * self.beam_size], tf.int32)
+    return model.decode_step, (ids, state, source), self.max_decode_length

@@ -136,3 +136,31 @@ def test_a_mirrored_strategys_replicas_get_the_same_bucket(pairs_dir):
     assert len({int(b) for r in per_replica for b in r.numpy()}) == 1
     buckets_seen.add(int(per_replica[0][0]))
   assert len(buckets_seen) > 1
+
+
+def test_synthetic_buckets_are_the_real_ones_shapes(pairs_dir):
+  """The synthetic mode (what tools.predict counts a step from) gives each
+  bucket's batches, the real features and dtypes, pairs filling the
+  bucket; shape_only leaves the other buckets without pairs, and the
+  shares are the pairs'."""
+  real = LengthBucketInput(data_dir=pairs_dir, deterministic=True)
+  synthetic = LengthBucketInput(data_dir='/nonexistent', synthetic=True)
+  synthetic.check()  # Reads nothing.
+  context = tf.distribute.InputContext()
+  want = next(iter(real.train_dataset(context, global_batch_size=4)))
+  shares = synthetic.train_shares()
+  assert sum(shares) == pytest.approx(1.0)
+  assert synthetic.lengths == (18, 24, 30, 36, 42, 48)
+  for index, length in enumerate(synthetic.lengths):
+    synthetic.shape_only(index)
+    got = next(iter(synthetic.train_dataset(context, global_batch_size=4)))
+    assert {k: (v.dtype, v.shape) for k, v in got.items()} == {
+        k: (v.dtype, v.shape) for k, v in want.items()}
+    assert set(got['bucket'].numpy()) == {index}
+    assert set(got['source_length'].numpy()) == {length}
+    assert np.all(np.sum(got['target_output'].numpy() > 0, 1) == length)
+    assert [p > 0 for _, p in synthetic.buckets] == [
+        i == index for i in range(6)]
+    assert synthetic.train_shares() == shares
+  with pytest.raises(ValueError, match='synthetic'):
+    real.shape_only(0)

@@ -35,6 +35,7 @@ CONFIGS = {
     'dlrm': {'': 'gin/dlrm_pod.gin'},
     'maskrcnn': {'tpu-v4-16-TF': 'gin/maskrcnn_v4_16.gin',
                  '': 'gin/maskrcnn_pod.gin'},
+    'gnmt': {'tpu-v4-16-TF': 'gin/gnmt_v4_16.gin', '': 'gin/gnmt_pod.gin'},
 }
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.35
 # Benchmarks whose evaluation ran on the hosts beside training (Google's

@@ -2,7 +2,6 @@
 
 import math
 
-from tools.predictor import convergence
 from tools.predictor import cost as cost_lib
 from tools.predictor import minigo
 from tools.predictor import model
@@ -11,14 +10,6 @@ from tools.predictor import model
 EVAL_SAMPLES = {'resnet': 50000, 'bert': 10000, 'transformer': 3003,
                 'ssd': 5000, 'maskrcnn': 5000, 'dlrm': 89137318,
                 'gnmt': 3003}
-# Benchmarks the model cannot cost yet, and why (the true reason, for the
-# refusal; docs/predict.md).
-NOT_COSTED = {
-    'gnmt': ('its step is loops over each sentence\'s words (the LSTM '
-             'layers\', the attention decoder\'s), and XLA\'s count takes a '
-             'loop\'s body once, so no cost is measured and no efficiency '
-             'fitted for GNMT yet'),
-}
 
 
 class SelfPlayConfig(ValueError):
@@ -65,12 +56,6 @@ def read(gin_files: list[str], bindings: list[str]):
   finally:
     gin.clear_config()
   benchmark = task.mlperf_benchmark
-  if benchmark in NOT_COSTED:
-    ran = ', '.join(convergence.google_folders(benchmark)) or 'nowhere'
-    raise ValueError(f'{gin_files[0]}: the time-to-train model cannot '
-                     f'price {benchmark} yet: {NOT_COSTED[benchmark]}, '
-                     f'although Google ran it in v0.7 ({ran}); '
-                     'docs/predict.md.')
   if benchmark not in EVAL_SAMPLES:
     raise ValueError(f'The time-to-train model has no eval set size for '
                      f'{benchmark!r} (tools/predictor/configs.py).')

@@ -22,7 +22,12 @@ The input is synthetic (each pipeline's `synthetic` mode: the shapes and
 dtypes of the real batches, no files), so a config is costed without its
 data.
 
-XLA counts a loop's body once. An eval that runs a search loop (the
+XLA counts a loop's body once (and a conditional's larger branch). A
+train step whose graph is one of several static shapes (GNMT's length
+buckets, each a branch of a switch) says so by implementing `ShapedTrain`:
+each shape is counted alone and the counts are weighted by the shapes'
+shares of the steps (the model is linear in them: tools/predictor/model.py);
+its time loops are written out for the count (COUNTED_PROGRAM). An eval that runs a search loop (the
 Transformer's beam search) says so by implementing `SearchingEval`: its
 loop's step is counted on its own and added for every further iteration
 the loop may run (an upper bound: a TPU's fixed-shape search stops when
@@ -52,9 +57,11 @@ PLACEHOLDERS = ("DATA_DIR = 'synthetic'", "INIT_CHECKPOINT = ''",
 # why the count is the same) instead of a pod config's 188 million rows, which
 # do not fit this host; - whole images on one replica: spatial partitions divide
 # a replica's count in the model (tools/predictor/configs.py model_ways), as a
-# mesh's model axis.
+# mesh's model axis; - GNMT's time loops written out (XLA counts a while
+# loop's body once; models/gnmt/lstm.py).
 COUNTED_PROGRAM = ("DECODE_SHAPES = 'fixed'", "ROI_SHAPES = 'fixed'",
-                   'TABLE_SIZES = ()', 'SPATIAL_PARTITIONS = 1')
+                   'TABLE_SIZES = ()', 'SPATIAL_PARTITIONS = 1',
+                   "TIME_LOOPS = 'unrolled'")
 
 
 @runtime_checkable
@@ -64,6 +71,18 @@ class SearchingEval(Protocol):
   def eval_search_step(self, model, batch) -> tuple:
     """(step function, its arguments, the loop's most iterations) at the
     shapes of this eval batch."""
+
+
+@runtime_checkable
+class ShapedTrain(Protocol):
+  """Task data whose train steps each run one of several static shapes."""
+
+  def train_shares(self) -> list[float]:
+    """Each shape's share of the training steps."""
+
+  def shape_only(self, index: int) -> None:
+    """Synthetic batches of shape `index` alone from now on, and the task's
+    step traced for it alone."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +254,33 @@ def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
                   kernels=whole.kernels + more * step.kernels)
 
 
+def _weighted(costs: list[StepCost], shares: list[float]) -> StepCost:
+  """The mean step of `costs` taken in proportions `shares`."""
+  fields = ('flops', 'bytes_accessed', 'transcendentals', 'kernels')
+  return StepCost(batch=costs[0].batch, **{
+      f: sum(w * getattr(c, f) for c, w in zip(costs, shares))
+      for f in fields})
+
+
+def _train_cost(data, replica_step, context, batch: int) -> StepCost:
+  """The train step's count at `batch`, each of a ShapedTrain's shapes
+  counted alone and weighted by its share."""
+  def once():
+    element = next(iter(data.train_dataset(context, global_batch_size=batch)))
+    return _step_cost(replica_step, (element,), batch)
+
+  if not isinstance(data, ShapedTrain):
+    return once()
+  shares = data.train_shares()
+  costs, weights = [], []
+  for index, share in enumerate(shares):
+    if share > 0:
+      data.shape_only(index)
+      costs.append(once())
+      weights.append(share / sum(shares))
+  return _weighted(costs, weights)
+
+
 def _synthetic(data):
   if not hasattr(data, 'synthetic'):
     raise ValueError(
@@ -273,17 +319,19 @@ def measure(gin_files: list[str], bindings: list[str],
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     lr = schedule_cls(steps_per_epoch=100, total_steps=10000)
     strategy = tf.distribute.get_strategy()
+    options = gin.get_configurable(plan.PlanOptions)()
+    # The config's clipping and all-reduce precision are in the program
+    # (the sums themselves are identities here).
     train_loop = step_lib.make_train_loop(
         strategy=strategy, model=model, optimizer=optimizer,
-        learning_rate=lr, task=task, step=step)
+        learning_rate=lr, task=task, step=step, gradients=options.gradients)
     eval_loop = step_lib.make_eval_loop(strategy=strategy, model=model,
                                         task=task, local_outputs=True)
     context = tf.distribute.InputContext()
     train, evals = [], []
     for batch in batches:
-      element = next(iter(task.data.train_dataset(
-          context, global_batch_size=batch)))
-      train.append(_step_cost(train_loop.replica_step, (element,), batch))
+      train.append(_train_cost(task.data, train_loop.replica_step, context,
+                               batch))
       element = next(iter(task.data.eval_dataset(
           context, global_batch_size=batch, steps=1, cache=False)))
       evals.append(_eval_cost(task, model, eval_loop.replica_eval, element,
@@ -291,8 +339,7 @@ def measure(gin_files: list[str], bindings: list[str],
     parameters = sum(int(v.shape.num_elements())
                      for v in model.trainable_variables)
     dense = sum(int(v.shape.num_elements())
-                for v in all_reduced(model.trainable_variables,
-                                     gin.get_configurable(plan.PlanOptions)()))
+                for v in all_reduced(model.trainable_variables, options))
     return ProgramCost(config={'gin_files': list(gin_files),
                                'bindings': list(bindings)},
                        train=train, eval=evals, parameters=parameters,

@@ -291,3 +291,48 @@ def test_no_addn_of_more_than_two_in_the_gradient():
   wide += [('outer', n.name) for n in graph.node
            if n.op == 'AddN' and n.attr['N'].i > 2]
   assert not wide
+
+
+def test_unrolled_time_loops_give_the_same_loss_and_gradients():
+  """TIME_LOOPS='unrolled' (how tools.predict counts a step: XLA counts a
+  while loop's body once) runs every step of the bucket instead of the
+  steps below the batch's longest sequence, and writes them out: the
+  later steps are masked before they reach an earlier one or the loss, so
+  the loss and every gradient equal the loops'; and the graph holds no
+  loop."""
+  length = 6
+  batch = {'source': tf.constant([[3, 4, 5, 1, 0, 0], [6, 7, 1, 0, 0, 0]]),
+           'source_length': tf.constant([4, 3]),
+           'target_input': tf.constant([[0, 3, 4, 9, 0, 0], [0, 5, 0, 0, 0,
+                                                             0]]),
+           'target_output': tf.constant([[3, 4, 9, 1, 0, 0], [5, 1, 0, 0, 0,
+                                                              0]]),
+           'target_length': tf.constant([4, 2])}
+
+  def run(time_loops):
+    model = gnmt.GNMT(vocab_size=13, units=4, seed=2, dropout_rate=0.0,
+                      time_loops=time_loops)
+
+    @tf.function
+    def step():
+      with tf.GradientTape() as tape:
+        loss = gnmt.label_smoothed_sum(*model(batch, length), 0.1)
+      return loss, tape.gradient(loss, model.trainable_variables)
+
+    graph = step.get_concrete_function().graph.as_graph_def()
+    loops = [n.name for f in graph.library.function for n in f.node_def
+             if n.op in ('While', 'StatelessWhile')] + [
+                 n.name for n in graph.node
+                 if n.op in ('While', 'StatelessWhile')]
+    return step(), loops
+
+  (loss, grads), loops = run('while')
+  (unrolled_loss, unrolled_grads), unrolled_loops = run('unrolled')
+  assert loops and not unrolled_loops
+  np.testing.assert_allclose(unrolled_loss, loss, rtol=1e-6)
+  for got, want in zip(unrolled_grads, grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(got),
+                               tf.convert_to_tensor(want), rtol=1e-5,
+                               atol=1e-6)
+  with np.testing.assert_raises_regex(ValueError, 'TIME_LOOPS'):
+    gnmt.GNMT(vocab_size=13, units=4, time_loops='scan')
