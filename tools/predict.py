@@ -337,7 +337,9 @@ def measure(gin_files, params) -> str:
   if len(set(batches)) < 2:
     raise ValueError('--measure needs two --batch values (a step\'s FLOPs '
                      'are interpolated between them).')
-  program = cost.measure(gin_files, params, tuple(sorted(set(batches))))
+  program = cost.measure(gin_files, params, tuple(sorted(set(batches))),
+                         progress=lambda line: print(line, file=sys.stderr,
+                                                     flush=True))
   costs_file.store(program)
   train = ', '.join(f'{p.flops / 1e9:,.1f} GFLOP at {p.batch}'
                     for p in program.train)

@@ -154,6 +154,11 @@ def test_xla_counts_a_matmul_as_two_flops_a_multiply_add():
   step = cost_lib._step_cost(  # pylint: disable=protected-access
       lambda x, y: tf.matmul(x, y), (a, b), batch=128)
   assert step.flops == 2 * 128 * 256 * 512
+  assert step.kernels >= 1
+  # Without the compile (the smaller batches of a measure): no kernels.
+  flops_only = cost_lib._step_cost(  # pylint: disable=protected-access
+      lambda x, y: tf.matmul(x, y), (a, b), batch=128, kernels=False)
+  assert (flops_only.flops, flops_only.kernels) == (step.flops, 0)
 
 
 def test_kernels_are_counted_after_fusion():
@@ -243,6 +248,40 @@ def test_the_transformer_and_dlrm_costs_agree_with_the_textbook_counts():
   whole = sorted(clicks.CRITEO_TERABYTE_VOCAB_SIZES)[:13]
   assert dlrm.dense_parameters == (sum(a * b + b for a, b in layers) +
                                    128 * sum(whole))
+
+
+def test_gnmts_cost_counts_every_step_of_every_bucket():
+  """GNMT's count against the textbook: XLA counts a while loop's body
+  once, so the stored count must be of the loops written out (every step
+  of a bucket) and of every bucket at its share of the pairs, not the
+  longest's alone."""
+  from input_pipeline import length_buckets
+  u, vocab = 1024, 32317
+  shares = [(length, pairs) for length, pairs in
+            length_buckets.SYNTHETIC_METADATA['buckets']]
+  mean_length = sum(l * p for l, p in shares) / sum(p for _, p in shares)
+  assert mean_length == pytest.approx(28.68, abs=0.01)
+  # A position's forward multiply-adds (x 2 FLOPs): the encoder's five
+  # layers' (input + recurrent) widths 11 u x 4 u, the attention layer's
+  # three 4 u kernels, query and memory kernels, the decoder's three layers
+  # on [h, context] (9 u x 4 u), the output projection; training takes
+  # three times the forward (the input's, the kernels' and the state's
+  # gradients).
+  forward = 2 * (11 * u * 4 * u + 3 * u * 4 * u + 2 * u * u +
+                 9 * u * 4 * u + u * vocab)
+  for config in ('gin/gnmt_pod.gin', 'gin/gnmt_v4_16.gin'):
+    gnmt = costs_file.lookup([config], [])
+    low, high = sorted(p.batch for p in gnmt.train)
+    per_pair = (gnmt.train_flops(high) - gnmt.train_flops(low)) / (
+        high - low)
+    assert per_pair == pytest.approx(3 * forward * mean_length, rel=0.1)
+    # A sentence's eval: the encoder over 160 ids, then 160 decoder steps of
+    # 5 hypotheses (cost.SearchingEval adds the 159 XLA does not count).
+    encoder = 2 * 11 * u * 4 * u * 160
+    step = 2 * (3 * u * 4 * u + u * u + 9 * u * 4 * u + u * vocab)
+    per_sentence = (gnmt.eval_flops(high) - gnmt.eval_flops(low)) / (
+        high - low)
+    assert per_sentence == pytest.approx(encoder + 160 * 5 * step, rel=0.1)
 
 
 def test_minigo_is_priced_from_measured_rates_not_fitted(tmp_path):
@@ -494,18 +533,20 @@ def test_the_docs_table_is_the_comparison_the_command_prints():
     docs = f.read()
   assert table in docs
   assert compare.minigo_line() in docs
-  # Every row predicted but the V100 server's and Mask R-CNN's v3-1024
-  # (one folder a benchmark and generation), none from its own folder's
-  # constants.
+  # Every row predicted but the V100 server's and Mask R-CNN's and GNMT's
+  # v3-1024 (one folder a benchmark and generation), none from its own
+  # folder's constants.
   predicted = [r for r in rows if r.prediction is not None]
   assert {(r.system, r.benchmark) for r in rows if r.prediction is None} == {
       ('gpu-v100-8-TF2.0', 'bert'), ('gpu-v100-8-TF2.0', 'resnet'),
-      ('tpu-v3-1024-TF', 'maskrcnn')}
-  assert len(predicted) == len(rows) - 3 and not any(r.fitted for r in rows)
-  # Mask R-CNN's, fitted on a step and its eval's host time, within bounds.
-  masks = [r for r in predicted if r.benchmark == 'maskrcnn']
-  assert len(masks) == 3
-  assert all(abs(r.error) <= compare.TARGET_MAX for r in masks)
+      ('tpu-v3-1024-TF', 'maskrcnn'), ('tpu-v3-1024-TF', 'gnmt')}
+  assert len(predicted) == len(rows) - 4 and not any(r.fitted for r in rows)
+  # Mask R-CNN's (fitted on a step and its eval's host time) and GNMT's
+  # (its loops counted out, its buckets weighted), within bounds.
+  for benchmark in ('maskrcnn', 'gnmt'):
+    ours = [r for r in predicted if r.benchmark == benchmark]
+    assert len(ours) == 3
+    assert all(abs(r.error) <= compare.TARGET_MAX for r in ours), ours
   for r in predicted:
     efficiency_from, kernel_from = r.constants_from.split('; a kernel: ')
     assert efficiency_from != f'efficiency: {r.system}'

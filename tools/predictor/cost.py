@@ -36,6 +36,7 @@ NMS) are left counted once.
 """
 
 import dataclasses
+import gc
 import json
 import os
 import subprocess
@@ -92,7 +93,9 @@ class StepCost:
   flops: float
   bytes_accessed: float
   transcendentals: float
-  kernels: float = 0.0  # Launched once fused (0: counted before kernels were).
+  # Launched once fused; 0 where not counted (before kernels were, or at
+  # a batch below the largest: ProgramCost reads the largest batch's).
+  kernels: float = 0.0
 
 
 @dataclasses.dataclass
@@ -169,16 +172,27 @@ class ProgramCost:
                window_convs=data['window_convs'])
 
 
-def xla_cost(hlo_text: str) -> dict:
-  """XLA's HloCostAnalysis of a module (in a process of its own)."""
+# The CPU compile that counts the kernels, without LLVM's optimizations
+# (the HLO passes that fuse are the same, so is the count: GNMT's 18-id
+# step 4,260 kernels either way, compiled in 59 s instead of 144 s).
+UNOPTIMIZED_BACKEND = '--xla_backend_optimization_level=0'
+
+
+def xla_cost(hlo_text: str, kernels: bool = True) -> dict:
+  """XLA's HloCostAnalysis of a module (in a process of its own), and the
+  kernels its compile launches (`kernels`: the compile is most of the
+  time)."""
   with tempfile.NamedTemporaryFile('w', suffix='.hlo', delete=False) as f:
     f.write(hlo_text)
     path = f.name
   try:
     result = subprocess.run(
-        [sys.executable, '-m', 'tools.predictor.xla_cost', path], cwd=ROOT,
+        [sys.executable, '-m', 'tools.predictor.xla_cost',
+         *([] if kernels else ['--flops_only']), path], cwd=ROOT,
         capture_output=True, text=True, check=False, timeout=1800,
-        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2'))
+        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+                 XLA_FLAGS=' '.join(filter(None, (
+                     os.environ.get('XLA_FLAGS'), UNOPTIMIZED_BACKEND)))))
   finally:
     os.unlink(path)
   lines = [l for l in result.stdout.splitlines() if l.startswith('{')]
@@ -188,7 +202,7 @@ def xla_cost(hlo_text: str) -> dict:
   return json.loads(lines[-1])
 
 
-def _step_cost(fn, args: tuple, batch: int) -> StepCost:
+def _step_cost(fn, args: tuple, batch: int, kernels: bool = True) -> StepCost:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
   # Op determinism (a deterministic run earlier in this process) refuses
@@ -202,11 +216,13 @@ def _step_cost(fn, args: tuple, batch: int) -> StepCost:
   finally:
     if deterministic:
       config.enable_op_determinism()
-  cost = xla_cost(hlo)
+  del compiled
+  gc.collect()  # The traced graph (GNMT's unrolled ones: gigabytes).
+  cost = xla_cost(hlo, kernels)
   return StepCost(batch=batch, flops=cost['flops'],
                   bytes_accessed=cost['bytes accessed'],
                   transcendentals=cost['transcendentals'],
-                  kernels=cost['kernels'])
+                  kernels=cost.get('kernels', 0.0))
 
 
 def all_reduced(variables, options) -> list:
@@ -238,13 +254,14 @@ def layer_counts(model) -> dict:
                               for v in model.variables)}
 
 
-def _eval_cost(task, model, replica_eval, element, batch: int) -> StepCost:
+def _eval_cost(task, model, replica_eval, element, batch: int,
+               kernels: bool) -> StepCost:
   """The eval step's count, its search loop's every iteration counted."""
-  whole = _step_cost(replica_eval, (element,), batch)
+  whole = _step_cost(replica_eval, (element,), batch, kernels)
   if not isinstance(task, SearchingEval):
     return whole
   step_fn, args, iterations = task.eval_search_step(model, element)
-  step = _step_cost(step_fn, args, batch)
+  step = _step_cost(step_fn, args, batch, kernels)
   more = iterations - 1
   return StepCost(batch=batch, flops=whole.flops + more * step.flops,
                   bytes_accessed=whole.bytes_accessed +
@@ -262,12 +279,16 @@ def _weighted(costs: list[StepCost], shares: list[float]) -> StepCost:
       for f in fields})
 
 
-def _train_cost(data, replica_step, context, batch: int) -> StepCost:
+def _train_cost(data, replica_step, context, batch: int, kernels: bool,
+                progress) -> StepCost:
   """The train step's count at `batch`, each of a ShapedTrain's shapes
   counted alone and weighted by its share."""
-  def once():
+  def once(shape=''):
     element = next(iter(data.train_dataset(context, global_batch_size=batch)))
-    return _step_cost(replica_step, (element,), batch)
+    cost = _step_cost(replica_step, (element,), batch, kernels)
+    progress(f'train step{shape} at batch {batch}: {cost.flops / 1e9:,.1f} '
+             f'GFLOP' + (f', {cost.kernels:,.0f} kernels' if kernels else ''))
+    return cost
 
   if not isinstance(data, ShapedTrain):
     return once()
@@ -276,7 +297,7 @@ def _train_cost(data, replica_step, context, batch: int) -> StepCost:
   for index, share in enumerate(shares):
     if share > 0:
       data.shape_only(index)
-      costs.append(once())
+      costs.append(once(f' of shape {index + 1}/{len(shares)}'))
       weights.append(share / sum(shares))
   return _weighted(costs, weights)
 
@@ -291,9 +312,10 @@ def _synthetic(data):
 
 
 def measure(gin_files: list[str], bindings: list[str],
-            batches: tuple[int, ...]) -> ProgramCost:
+            batches: tuple[int, ...], progress=None) -> ProgramCost:
   """XLA's counts of a config's train and eval steps at `batches`
-  (per-replica batch sizes)."""
+  (per-replica batch sizes); `progress(line)` after each step counted
+  (GNMT's take minutes each)."""
   from core import startup  # pylint: disable=import-outside-toplevel
   startup.import_tensorflow()
   import gin  # pylint: disable=import-outside-toplevel
@@ -329,13 +351,18 @@ def measure(gin_files: list[str], bindings: list[str],
                                         task=task, local_outputs=True)
     context = tf.distribute.InputContext()
     train, evals = [], []
+    progress = progress or (lambda line: None)
     for batch in batches:
+      # Kernels at the largest batch only (ProgramCost reads no other).
+      kernels = batch == max(batches)
       train.append(_train_cost(task.data, train_loop.replica_step, context,
-                               batch))
+                               batch, kernels, progress))
       element = next(iter(task.data.eval_dataset(
           context, global_batch_size=batch, steps=1, cache=False)))
       evals.append(_eval_cost(task, model, eval_loop.replica_eval, element,
-                              batch))
+                              batch, kernels))
+      progress(f'eval step at batch {batch}: '
+               f'{evals[-1].flops / 1e9:,.1f} GFLOP')
     parameters = sum(int(v.shape.num_elements())
                      for v in model.trainable_variables)
     dense = sum(int(v.shape.num_elements())

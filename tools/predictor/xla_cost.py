@@ -1,6 +1,7 @@
 """XLA's cost analysis of an HLO module: `python -m tools.predictor.xla_cost FILE`
 prints {"flops": ..., "bytes accessed": ..., "transcendentals": ...,
-"kernels": ...} as JSON.
+"kernels": ...} as JSON (`--flops_only FILE`: without "kernels", which
+takes the module's compile).
 
 XLA's HloCostAnalysis through jaxlib's client (requirements-predict.txt), in
 a process of its own: TensorFlow and jaxlib each carry their own XLA, and
@@ -94,8 +95,13 @@ def kernels(optimized_hlo_text: str) -> int:
 
 
 def main(argv) -> int:
-  if len(argv) != 2:
-    print('usage: python -m tools.predictor.xla_cost MODULE.hlo', file=sys.stderr)
+  args = argv[1:]
+  flops_only = args[:1] == ['--flops_only']
+  if flops_only:
+    args = args[1:]
+  if len(args) != 1:
+    print('usage: python -m tools.predictor.xla_cost [--flops_only] '
+          'MODULE.hlo', file=sys.stderr)
     return 2
   try:
     from jaxlib import xla_client  # pylint: disable=import-outside-toplevel
@@ -104,15 +110,17 @@ def main(argv) -> int:
           'requirements-predict.txt', file=sys.stderr)
     return 2
   xla = xla_client._xla  # pylint: disable=protected-access
-  with open(argv[1]) as f:
+  with open(args[0]) as f:
     module = xla.hlo_module_from_text(f.read())
   client = xla_client.make_cpu_client()
   cost = xla.hlo_module_cost_analysis(client, module)
-  stablehlo = xla.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-  executable = client.compile_and_load(stablehlo, client.devices()[:1],
-                                       xla_client.CompileOptions())
   out = {k: float(cost.get(k, 0.0)) for k in KEYS}
-  out['kernels'] = kernels(executable.hlo_modules()[0].to_string())
+  if not flops_only:
+    stablehlo = xla.mlir.hlo_to_stablehlo(
+        module.as_serialized_hlo_module_proto())
+    executable = client.compile_and_load(stablehlo, client.devices()[:1],
+                                         xla_client.CompileOptions())
+    out['kernels'] = kernels(executable.hlo_modules()[0].to_string())
   print(json.dumps(out))
   return 0
 
