@@ -49,8 +49,8 @@ GOOGLE_LENGTHS = (18, 24, 30, 36, 42)
 # build here): a log-normal length of the pair's longer side, median 25
 # ids and sigma 0.5, cut at 48 (mean 28.7 ids; Google's 566,340 packed
 # Transformer rows of 256 ids hold WMT's 4.5M pairs at ~32 ids a pair
-# slot). A step's cost is nearly linear in its bucket's length, so what
-# the time-to-train model takes from them is that mean (docs/predict.md).
+# slot). The time-to-train model's GNMT rows lean on them (docs/
+# benchmarks.md gives the rows under other shares).
 SYNTHETIC_METADATA = {
     'vocab_size': 32317, 'max_length': 48, 'eval_length': 160,
     'train_pairs': 3442299, 'eval_pairs': 3003, 'layout': 'pairs',
