@@ -202,7 +202,8 @@ def xla_cost(hlo_text: str, kernels: bool = True) -> dict:
   return json.loads(lines[-1])
 
 
-def _step_cost(fn, args: tuple, batch: int, kernels: bool = True) -> StepCost:
+def hlo_text(fn, args: tuple) -> str:
+  """The HLO module TensorFlow hands XLA for `fn(*args)` (jit_compile)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
   # Op determinism (a deterministic run earlier in this process) refuses
@@ -211,12 +212,15 @@ def _step_cost(fn, args: tuple, batch: int, kernels: bool = True) -> StepCost:
   deterministic = config.is_op_determinism_enabled()
   config.disable_op_determinism()
   try:
-    compiled = tf.function(fn, jit_compile=True)
-    hlo = compiled.experimental_get_compiler_ir(*args)(stage='hlo')
+    return tf.function(fn, jit_compile=True).experimental_get_compiler_ir(
+        *args)(stage='hlo')
   finally:
     if deterministic:
       config.enable_op_determinism()
-  del compiled
+
+
+def _step_cost(fn, args: tuple, batch: int, kernels: bool = True) -> StepCost:
+  hlo = hlo_text(fn, args)
   gc.collect()  # The traced graph (GNMT's unrolled ones: gigabytes).
   cost = xla_cost(hlo, kernels)
   return StepCost(batch=batch, flops=cost['flops'],
